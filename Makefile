@@ -1,0 +1,45 @@
+# awf — build, test, demo. Everything runs as root on a Debian 12 host.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED := 1
+export GOFLAGS := -tags=seccomp
+BIN := bin
+CMDS := awf bounded-query
+STATICCHECK_VERSION := v0.7.0
+TEST_TIMEOUT ?= 28m
+
+.PHONY: all deps build test lint demo fuzz bench clean
+
+all: build
+
+deps:
+	@tests/setup/deps.sh
+
+build: deps
+	@mkdir -p $(BIN)
+	@for c in $(CMDS); do $(GO) build -trimpath -o $(BIN)/$$c ./cmd/$$c || exit 1; done
+	@echo "built: $(addprefix $(BIN)/,$(CMDS))"
+
+test: build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+lint: deps
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+
+demo: build
+	@tests/demo/demo.sh
+
+FUZZTIME ?= 5m
+fuzz: deps
+	@for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' proto | sed 's/func //'); do \
+	  echo "== $$t"; $(GO) test ./proto -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 ./...
+
+clean:
+	rm -rf $(BIN)

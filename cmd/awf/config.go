@@ -1,0 +1,4 @@
+package main
+
+// cmdConfig implements "awf config". STUB: replaced by the owning work.
+var cmdConfig = notYet("config")

@@ -1,0 +1,4 @@
+package main
+
+// cmdIsolateRun implements "awf isolate run". STUB: replaced by the direct-sandbox work.
+var cmdIsolateRun = notYet("isolate run")

@@ -1,0 +1,4 @@
+package main
+
+// cmdPolicy implements "awf policy". STUB: replaced by the owning work.
+var cmdPolicy = notYet("policy")

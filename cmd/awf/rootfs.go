@@ -1,0 +1,4 @@
+package main
+
+// cmdRootfs implements "awf rootfs". STUB: replaced by the owning work.
+var cmdRootfs = notYet("rootfs")

@@ -1,0 +1,4 @@
+package main
+
+// cmdSchema implements "awf schema". STUB: replaced by the owning work.
+var cmdSchema = notYet("schema")

@@ -1,0 +1,33 @@
+// Package runtimes opens a sandbox backend by its configuration name. It is
+// the one place that knows every backend, so the broker and verify stay
+// independent of them.
+package runtimes
+
+import (
+	"fmt"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/docker"
+	"github.com/awf-project/awf/isolate/gvisor"
+	"github.com/awf-project/awf/isolate/sbx"
+)
+
+// Names lists the runtime names in the order verify reports them.
+var Names = []string{"direct", "gvisor", "docker", "sbx"}
+
+// Open returns the named runtime. It does not probe it; call Probe.
+func Open(name string, h isolate.HostConfig) (isolate.Runtime, error) {
+	switch name {
+	case "direct":
+		return direct.New(h)
+	case "gvisor":
+		return gvisor.New(h)
+	case "docker":
+		return docker.New(h)
+	case "sbx":
+		return sbx.New(h)
+	default:
+		return nil, fmt.Errorf("runtime %q: unknown (want direct, gvisor, docker or sbx)", name)
+	}
+}
