@@ -166,6 +166,11 @@ type Job struct {
 	Script []byte
 	// Argv is the command to run. Empty means DefaultArgv.
 	Argv []string
+	// OnStart, when set, is called with the host pid of the job's first
+	// process once it runs under every control (after seccomp is loaded) and
+	// before the runtime waits for it. verify uses it to read the loaded
+	// filter. It must return quickly and must not keep the pid.
+	OnStart func(hostPID int)
 }
 
 // DefaultArgv runs the job's script with the rootfs interpreter, isolated from
