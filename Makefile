@@ -20,9 +20,15 @@ build: deps
 	@for c in $(CMDS); do $(GO) build -trimpath -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 	@echo "built: $(addprefix $(BIN)/,$(CMDS))"
 
+# The docker backend's tests need a daemon: tests/setup/dockerd.sh starts Debian's
+# dockerd on a private socket and data root (no host networking) and stops it after.
+export AWF_TEST_DOCKER_SOCKET := /run/awf-test-docker/docker.sock
+
 test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@tests/setup/dockerd.sh start
+	@set -o pipefail; rc=0; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
+	  tests/setup/dockerd.sh stop; exit $$rc
 
 lint: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
