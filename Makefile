@@ -8,7 +8,7 @@ CMDS := awf bounded-query
 STATICCHECK_VERSION := v0.7.0
 TEST_TIMEOUT ?= 28m
 
-.PHONY: all deps build test lint demo fuzz bench clean
+.PHONY: all deps build test test-cgroup2 lint demo fuzz bench clean
 
 all: build
 
@@ -29,6 +29,10 @@ test: build
 	@tests/setup/dockerd.sh start
 	@set -o pipefail; rc=0; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
 	  tests/setup/dockerd.sh stop; exit $$rc
+
+# The sandbox on a pure cgroup v2 kernel, inside a throwaway VM (slow; correctness only).
+test-cgroup2: build
+	@tests/cgroup2/run.sh
 
 lint: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs inside the cgroup v2 VM (see run.sh). The project directory is shared
+# over 9p, which cannot hold sockets or FIFOs, so all state lives on /tmp.
+set -uo pipefail
+export TMPDIR=/tmp
+fails=0
+step() {
+  local name=$1; shift
+  echo "=== test-cgroup2: $name"
+  local t0=$SECONDS
+  if "$@"; then
+    echo "--- PASS: $name ($((SECONDS - t0))s)"
+  else
+    echo "--- FAIL: $name ($((SECONDS - t0))s)"; fails=$((fails + 1))
+  fi
+}
+mode=$(stat -f -c %T /sys/fs/cgroup)
+echo "test-cgroup2: kernel $(uname -r), /sys/fs/cgroup is $mode, controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+[ "$mode" = cgroup2fs ] || { echo "test-cgroup2: FAIL: not a pure cgroup v2 host"; exit 1; }
+
+step "cgroup v2 behaviour" bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 20m
+step "direct runtime root tests" bin/cgroup2/direct.test -test.count=1 -test.timeout 30m -test.run "${DIRECT_TESTS:-.}"
+step "awf isolate verify --runtime direct" bin/awf isolate verify --runtime direct --require direct
+step "awf run end to end" tests/cgroup2/e2e.sh
+
+if [ "$fails" -ne 0 ]; then
+  echo "test-cgroup2: $fails step(s) failed"; exit 1
+fi
+echo "test-cgroup2: all steps passed on a pure cgroup v2 kernel"
