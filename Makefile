@@ -44,9 +44,13 @@ demo: build
 	@tests/demo/demo.sh
 
 FUZZTIME ?= 5m
+# Every go-test fuzz target in the tree, one after another, FUZZTIME each.
 fuzz: deps
-	@for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' proto | sed 's/func //'); do \
-	  echo "== $$t"; $(GO) test ./proto -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@set -e; for f in $$(grep -rlE '^func Fuzz[A-Za-z0-9_]+\(' --include='*_test.go' .); do \
+	  pkg=./$$(dirname $$f); \
+	  for t in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' $$f | sed 's/func //'); do \
+	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 2; \
+	  done; done
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 ./...
