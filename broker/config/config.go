@@ -1,0 +1,144 @@
+// Package config loads and checks the awf JSON configuration: the
+// boundedQueries block (private repositories, runtime, limits) and the agent
+// block. The loader and the published JSON Schema (schema.json, also at
+// docs/awf-config.schema.json) accept exactly the same documents.
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// The defaults of the boundedQueries block.
+const (
+	DefaultRuntime        = "direct"
+	DefaultTimeout        = 30
+	DefaultMemoryLimit    = "512m"
+	DefaultInterpreter    = "python3"
+	DefaultMaxInvocations = 32
+	// MaxTimeout keeps the last 60 s of the 600 s bucket for cleanup.
+	MaxTimeout        = 540
+	MaxMaxInvocations = 10000
+)
+
+// Runtimes lists the accepted values of boundedQueries.runtime.
+var Runtimes = []string{"direct", "gvisor", "docker", "sbx"}
+
+// Sensitivities lists the accepted sensitivity classes.
+var Sensitivities = []string{"public", "internal", "confidential", "sealed"}
+
+// Config is a loaded, checked configuration.
+type Config struct {
+	BoundedQueries BoundedQueries
+	Agent          Agent
+	// Warnings are operator-readable notes, such as legacy bare-string repos.
+	Warnings []string
+}
+
+// BoundedQueries is the boundedQueries block with defaults applied.
+type BoundedQueries struct {
+	Enabled        bool
+	PrivateRepos   []Repo
+	Runtime        string
+	TimeoutSeconds int
+	MemoryLimit    string
+	MemoryBytes    int64
+	Interpreter    string
+	MaxInvocations int
+	// RootFS pins the sandbox root filesystem; nil means awf's cached build.
+	RootFS *RootFS
+	// DockerSocket is the Engine's Unix socket for the docker runtime.
+	DockerSocket string
+	// RunscPath is the runsc binary for the gvisor runtime ("" = PATH).
+	RunscPath string
+}
+
+// Repo is one configured private repository.
+type Repo struct {
+	Repo        string // owner/name as written
+	Sensitivity string
+	Source      string // "" (GitHub), an https URL, or an absolute local path
+	Ref         string // "" = default branch
+	Legacy      bool   // written as a bare string
+}
+
+// RootFS is a digest-pinned root filesystem directory.
+type RootFS struct {
+	Path   string
+	Digest string // sha256:<64 hex>
+}
+
+// Agent is the agent block.
+type Agent struct {
+	// User is a user name or a decimal uid; "" means SUDO_UID/SUDO_GID.
+	User string
+}
+
+// LoadFile reads a configuration file; "-" reads stdin.
+func LoadFile(path string, stdin io.Reader) (*Config, error) {
+	var r io.Reader
+	if path == "-" {
+		r = stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	src, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return Load(src)
+}
+
+// Load parses and checks a configuration document.
+func Load(src []byte) (*Config, error) {
+	tree, err := DecodeJSON(src)
+	if err != nil {
+		return nil, err
+	}
+	l := &loader{}
+	c := l.config(tree)
+	if len(l.errs) > 0 {
+		return nil, fmt.Errorf("config: %s", strings.Join(l.errs, "; "))
+	}
+	return c, nil
+}
+
+var (
+	slugShape   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+	slugDots    = regexp.MustCompile(`^[^/]+/\.?[^./]+(\.[^./]+)*\.?$`)
+	memoryShape = regexp.MustCompile(`^(?:(?:1[6-9]|[2-9][0-9]|[1-9][0-9]{2,5})[mM]|[1-9][0-9]{0,2}[gG])$`)
+	digestShape = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	sourceShape = regexp.MustCompile(`^(?:https://[^\s]+|/.*)$`)
+	refShape    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,254}$`)
+	refDots     = regexp.MustCompile(`^[^.]*(\.[^.]+)*\.?$`)
+	userShape   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	absPath     = regexp.MustCompile(`^/.*$`)
+)
+
+// ValidSlug reports whether s is a bare owner/name slug as the config accepts it.
+func ValidSlug(s string) bool { return slugShape.MatchString(s) && slugDots.MatchString(s) }
+
+// ParseMemory converts a memoryLimit string ("512m", "1g") to bytes.
+func ParseMemory(s string) (int64, error) {
+	if !memoryShape.MatchString(s) {
+		return 0, fmt.Errorf("memoryLimit %q: want 16m..999999m or 1g..999g", s)
+	}
+	var n int64
+	for _, c := range s[:len(s)-1] {
+		n = n*10 + int64(c-'0')
+	}
+	switch s[len(s)-1] {
+	case 'm', 'M':
+		return n << 20, nil
+	default:
+		return n << 30, nil
+	}
+}

@@ -1,0 +1,174 @@
+package config
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// configCases is the table that both the loader and the JSON Schema must
+// accept (ok) or reject alike.
+var configCases = []struct {
+	name string
+	doc  string
+	ok   bool
+}{
+	{"empty object", `{}`, true},
+	{"schema key", `{"$schema":"x"}`, true},
+	{"unknown top key", `{"container":{}}`, false},
+	{"not an object", `[]`, false},
+	{"disabled no repos", `{"boundedQueries":{}}`, true},
+	{"disabled explicit", `{"boundedQueries":{"enabled":false}}`, true},
+	{"enabled no repos", `{"boundedQueries":{"enabled":true}}`, false},
+	{"enabled empty repos", `{"boundedQueries":{"enabled":true,"privateRepos":[]}}`, false},
+	{"enabled one repo", `{"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/r","sensitivity":"internal"}]}}`, true},
+	{"enabled string", `{"boundedQueries":{"enabled":"true","privateRepos":[{"repo":"o/r","sensitivity":"internal"}]}}`, false},
+	{"legacy string", `{"boundedQueries":{"enabled":true,"privateRepos":["my-org/svc"]}}`, true},
+	{"legacy bad slug", `{"boundedQueries":{"enabled":true,"privateRepos":["https://github.com/o/r"]}}`, false},
+	{"missing sensitivity", `{"boundedQueries":{"privateRepos":[{"repo":"o/r"}]}}`, false},
+	{"bad sensitivity", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"secret"}]}}`, false},
+	{"sealed", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"sealed"}]}}`, true},
+	{"extra repo key", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","x":1}]}}`, false},
+	{"repo number", `{"boundedQueries":{"privateRepos":[7]}}`, false},
+	{"dup exact", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public"},{"repo":"o/r","sensitivity":"sealed"}]}}`, false},
+	{"dup case", `{"boundedQueries":{"privateRepos":[{"repo":"O/R","sensitivity":"public"},"o/r"]}}`, false},
+	{"distinct", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public"},"o/r2"]}}`, true},
+	{"slug traversal", `{"boundedQueries":{"privateRepos":[{"repo":"o/..","sensitivity":"public"}]}}`, false},
+	{"slug dot", `{"boundedQueries":{"privateRepos":[{"repo":"o/.","sensitivity":"public"}]}}`, false},
+	{"slug dotdot inside", `{"boundedQueries":{"privateRepos":[{"repo":"o/a..b","sensitivity":"public"}]}}`, false},
+	{"slug hidden", `{"boundedQueries":{"privateRepos":[{"repo":"o/.github","sensitivity":"public"}]}}`, true},
+	{"slug trailing dot", `{"boundedQueries":{"privateRepos":[{"repo":"o/a.","sensitivity":"public"}]}}`, true},
+	{"slug extra segment", `{"boundedQueries":{"privateRepos":[{"repo":"o/r/x","sensitivity":"public"}]}}`, false},
+	{"slug wildcard", `{"boundedQueries":{"privateRepos":[{"repo":"o/*","sensitivity":"public"}]}}`, false},
+	{"slug query", `{"boundedQueries":{"privateRepos":[{"repo":"o/r?x","sensitivity":"public"}]}}`, false},
+	{"slug owner dash first", `{"boundedQueries":{"privateRepos":[{"repo":"-o/r","sensitivity":"public"}]}}`, false},
+	{"slug owner too long", `{"boundedQueries":{"privateRepos":[{"repo":"` + strings.Repeat("a", 40) + `/r","sensitivity":"public"}]}}`, false},
+	{"slug owner max", `{"boundedQueries":{"privateRepos":[{"repo":"` + strings.Repeat("a", 39) + `/r","sensitivity":"public"}]}}`, true},
+	{"slug name too long", `{"boundedQueries":{"privateRepos":[{"repo":"o/` + strings.Repeat("a", 101) + `","sensitivity":"public"}]}}`, false},
+	{"slug newline", `{"boundedQueries":{"privateRepos":[{"repo":"o/r\nx/y","sensitivity":"public"}]}}`, false},
+	{"source local", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","source":"/srv/git/r"}]}}`, true},
+	{"source https", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","source":"https://git.example/o/r.git"}]}}`, true},
+	{"source http", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","source":"http://git.example/o/r.git"}]}}`, false},
+	{"source relative", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","source":"srv/r"}]}}`, false},
+	{"ref branch", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","ref":"release/v1.2"}]}}`, true},
+	{"ref option", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","ref":"--upload-pack=x"}]}}`, false},
+	{"ref dotdot", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","ref":"a..b"}]}}`, false},
+	{"ref empty", `{"boundedQueries":{"privateRepos":[{"repo":"o/r","sensitivity":"public","ref":""}]}}`, false},
+	{"runtime direct", `{"boundedQueries":{"runtime":"direct"}}`, true},
+	{"runtime gvisor", `{"boundedQueries":{"runtime":"gvisor"}}`, true},
+	{"runtime docker", `{"boundedQueries":{"runtime":"docker"}}`, true},
+	{"runtime sbx", `{"boundedQueries":{"runtime":"sbx"}}`, true},
+	{"runtime other", `{"boundedQueries":{"runtime":"podman"}}`, false},
+	{"timeout min", `{"boundedQueries":{"timeout":1}}`, true},
+	{"timeout max", `{"boundedQueries":{"timeout":540}}`, true},
+	{"timeout over", `{"boundedQueries":{"timeout":541}}`, false},
+	{"timeout zero", `{"boundedQueries":{"timeout":0}}`, false},
+	{"timeout float integral", `{"boundedQueries":{"timeout":30.0}}`, true},
+	{"timeout exp integral", `{"boundedQueries":{"timeout":3e1}}`, true},
+	{"timeout fraction", `{"boundedQueries":{"timeout":30.5}}`, false},
+	{"timeout string", `{"boundedQueries":{"timeout":"30"}}`, false},
+	{"timeout huge", `{"boundedQueries":{"timeout":1e400}}`, false},
+	{"memory m", `{"boundedQueries":{"memoryLimit":"512m"}}`, true},
+	{"memory g", `{"boundedQueries":{"memoryLimit":"1g"}}`, true},
+	{"memory 16m", `{"boundedQueries":{"memoryLimit":"16m"}}`, true},
+	{"memory 15m", `{"boundedQueries":{"memoryLimit":"15m"}}`, false},
+	{"memory bytes", `{"boundedQueries":{"memoryLimit":"536870912"}}`, false},
+	{"memory leading zero", `{"boundedQueries":{"memoryLimit":"0512m"}}`, false},
+	{"interpreter", `{"boundedQueries":{"interpreter":"python3"}}`, true},
+	{"interpreter other", `{"boundedQueries":{"interpreter":"python2"}}`, false},
+	{"max invocations", `{"boundedQueries":{"maxInvocations":10000}}`, true},
+	{"max invocations over", `{"boundedQueries":{"maxInvocations":10001}}`, false},
+	{"max invocations zero", `{"boundedQueries":{"maxInvocations":0}}`, false},
+	{"rootfs", `{"boundedQueries":{"rootfs":{"path":"/var/lib/awf/rootfs","digest":"sha256:` + strings.Repeat("a", 64) + `"}}}`, true},
+	{"rootfs no digest", `{"boundedQueries":{"rootfs":{"path":"/x"}}}`, false},
+	{"rootfs bad digest", `{"boundedQueries":{"rootfs":{"path":"/x","digest":"sha256:ABC"}}}`, false},
+	{"rootfs relative", `{"boundedQueries":{"rootfs":{"path":"x","digest":"sha256:` + strings.Repeat("a", 64) + `"}}}`, false},
+	{"docker socket", `{"boundedQueries":{"runtime":"docker","dockerSocket":"/run/docker.sock"}}`, true},
+	{"docker tcp", `{"boundedQueries":{"runtime":"docker","dockerSocket":"tcp://1.2.3.4:2375"}}`, false},
+	{"runsc path", `{"boundedQueries":{"runscPath":"/usr/bin/runsc"}}`, true},
+	{"unknown bq key", `{"boundedQueries":{"timeoutSeconds":5}}`, false},
+	{"agent name", `{"agent":{"user":"runner"}}`, true},
+	{"agent uid", `{"agent":{"user":1001}}`, true},
+	{"agent uid zero", `{"agent":{"user":0}}`, false},
+	{"agent uid negative", `{"agent":{"user":-1}}`, false},
+	{"agent bad name", `{"agent":{"user":"Runner Bob"}}`, false},
+	{"agent empty", `{"agent":{}}`, true},
+	{"agent extra", `{"agent":{"user":"x","group":"y"}}`, false},
+	{"agent bool", `{"agent":{"user":true}}`, false},
+}
+
+func checkSchema(t testing.TB, doc []byte) error {
+	t.Helper()
+	root, err := DecodeJSON(Schema)
+	require.NoError(t, err)
+	tree, err := DecodeJSON(doc)
+	if err != nil {
+		return err
+	}
+	c := &schemaChecker{root: root.(map[string]any)}
+	return c.check(c.root, tree, "config")
+}
+
+func TestLoaderAndSchemaAgree(t *testing.T) {
+	for _, tc := range configCases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, lerr := Load([]byte(tc.doc))
+			serr := checkSchema(t, []byte(tc.doc))
+			if tc.ok {
+				assert.NoError(t, lerr, "loader")
+				assert.NoError(t, serr, "schema")
+			} else {
+				assert.Error(t, lerr, "loader")
+				assert.Error(t, serr, "schema")
+			}
+		})
+	}
+}
+
+func TestPublishedSchemaIsTheEmbeddedOne(t *testing.T) {
+	docs, err := os.ReadFile("../../docs/awf-config.schema.json")
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(docs, Schema), "docs/awf-config.schema.json differs from broker/config/schema.json; copy it")
+}
+
+func TestDefaultsAndNormalisation(t *testing.T) {
+	c, err := Load([]byte(`{"boundedQueries":{"enabled":true,"privateRepos":["my-org/svc",{"repo":"my-org/Docs","sensitivity":"public","ref":"v1"}]}}`))
+	require.NoError(t, err)
+	b := c.BoundedQueries
+	assert.True(t, b.Enabled)
+	assert.Equal(t, "direct", b.Runtime)
+	assert.Equal(t, 30, b.TimeoutSeconds)
+	assert.Equal(t, int64(512<<20), b.MemoryBytes)
+	assert.Equal(t, 32, b.MaxInvocations)
+	require.Len(t, b.PrivateRepos, 2)
+	assert.Equal(t, Repo{Repo: "my-org/svc", Sensitivity: "internal", Legacy: true}, b.PrivateRepos[0])
+	assert.Equal(t, Repo{Repo: "my-org/Docs", Sensitivity: "public", Ref: "v1"}, b.PrivateRepos[1])
+	require.Len(t, c.Warnings, 1)
+	assert.Contains(t, c.Warnings[0], "deprecated")
+}
+
+func TestDecodeRejectsDuplicatesAndTrailing(t *testing.T) {
+	for _, doc := range []string{`{"a":1,"a":2}`, `{} {}`, `{}x`, ``, `{"a":}`, `{"a":1,}`} {
+		_, err := DecodeJSON([]byte(doc))
+		assert.Error(t, err, doc)
+	}
+}
+
+func TestErrorsNameThePath(t *testing.T) {
+	_, err := Load([]byte(`{"boundedQueries":{"timeout":900,"privateRepos":[{"repo":"o/r","sensitivity":"secret"}]}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "boundedQueries.timeout: 900 is out of range 1..540")
+	assert.Contains(t, err.Error(), `boundedQueries.privateRepos[0].sensitivity: "secret" is not one of`)
+}
+
+func TestParseMemory(t *testing.T) {
+	for in, want := range map[string]int64{"16m": 16 << 20, "512M": 512 << 20, "1g": 1 << 30, "999g": 999 << 30} {
+		got, err := ParseMemory(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+}
