@@ -3,10 +3,11 @@ package proto
 import (
 	"math"
 	"math/big"
+	"math/bits"
 )
 
 // Cardinality returns the exact number of distinct values the schema admits
-// (R25), or nil when that number exceeds 2^MaxExactCardinalityBits and is
+// (R26), or nil when that number exceeds 2^MaxExactCardinalityBits and is
 // deliberately not materialised (see CardinalityLog2). The caller owns the
 // returned value.
 func (s *Schema) Cardinality() *big.Int {
@@ -20,7 +21,7 @@ func (s *Schema) Cardinality() *big.Int {
 // powers of two, otherwise rounded). It is defined for every schema.
 func (s *Schema) CardinalityLog2() float64 { return s.log2 }
 
-// ChargeBits is 1 + ceil(log2(cardinality)) + 3 (R26), where the cardinality
+// ChargeBits is 1 + ceil(log2(cardinality)) + 3 (R27), where the cardinality
 // is capped at 2^1024+1 as the reference caps it, so the charge is at most
 // MaxChargeBits (1029) and at least MinChargeBits (4).
 func (s *Schema) ChargeBits() int64 { return s.charge }
@@ -32,7 +33,10 @@ func (s *Schema) ChargeCapped() bool { return s.charge == MaxChargeBits }
 // ChargeForCardinality returns 1 + ceil(log2(card)) + 3 with card capped at
 // 2^CardinalityCapBits+1. card must be at least 1.
 func ChargeForCardinality(card *big.Int) int64 {
-	return chargeFor(capCard(new(big.Int).Set(card)))
+	if saturated(card) {
+		return MaxChargeBits
+	}
+	return chargeFor(card)
 }
 
 // CeilLog2 returns ceil(log2(n)) for n ≥ 1 (0 for n ≤ 1): the bit length of n-1.
@@ -132,16 +136,58 @@ func bitBound(n *node) int64 {
 		}
 		return min(bitBound(n.kids[0])*int64(n.length), sat)
 	}
-	return int64(leafCardinality(n).BitLen())
+	switch n.kind {
+	case kindConst:
+		return 1
+	case kindBoolean:
+		return 2
+	case kindEnum:
+		return int64(bits.Len64(uint64(len(n.values))))
+	}
+	return int64(bits.Len64(uint64(n.max - n.min + 1)))
 }
 
 // exactCardinality returns the exact cardinality, or nil when its bit length
 // might exceed MaxExactCardinalityBits.
 func exactCardinality(n *node) *big.Int {
-	if bitBound(n) > MaxExactCardinalityBits {
+	switch b := bitBound(n); {
+	case b <= 63:
+		return new(big.Int).SetUint64(exactSmall(n))
+	case b > MaxExactCardinalityBits:
 		return nil
 	}
 	return exact(n)
+}
+
+// exactSmall computes a cardinality whose bit bound is at most 63.
+func exactSmall(n *node) uint64 {
+	switch n.kind {
+	case kindConst:
+		return 1
+	case kindBoolean:
+		return 2
+	case kindEnum:
+		return uint64(len(n.values))
+	case kindInteger:
+		return uint64(n.max - n.min + 1)
+	case kindObject, kindTuple:
+		acc := uint64(1)
+		for _, k := range n.kids {
+			acc *= exactSmall(k)
+		}
+		return acc
+	case kindUnion:
+		var acc uint64
+		for _, k := range n.kids {
+			acc += exactSmall(k)
+		}
+		return acc
+	}
+	base, acc := exactSmall(n.kids[0]), uint64(1)
+	for i := 0; i < n.length; i++ {
+		acc *= base
+	}
+	return acc
 }
 
 func exact(n *node) *big.Int {
@@ -188,7 +234,13 @@ func cardinalityLog2(n *node) float64 {
 	case kindArray:
 		return float64(n.length) * cardinalityLog2(n.kids[0])
 	}
-	c := leafCardinality(n)
-	f, _ := new(big.Float).SetInt(c).Float64()
-	return math.Log2(f)
+	switch n.kind {
+	case kindConst:
+		return 0
+	case kindBoolean:
+		return 1
+	case kindEnum:
+		return math.Log2(float64(len(n.values)))
+	}
+	return math.Log2(float64(n.max-n.min) + 1)
 }

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -19,7 +20,13 @@ func ParseJSON(src []byte) (Value, error) {
 	if !utf8.Valid(src) {
 		return Value{}, fmt.Errorf("%w: at byte %d: invalid UTF-8", ErrJSON, firstInvalidUTF8(src))
 	}
-	p := parser{src: src}
+	// One copy of the input: unescaped strings become substrings of it.
+	p := parser{src: string(src), stack: make([]Member, 0, 32)}
+	// Every container element is preceded by '[', '{' or ','; counting them
+	// (an over-estimate) sizes the slab so one allocation usually suffices.
+	if n := bytes.Count(src, []byte{','}) + bytes.Count(src, []byte{'['}) + bytes.Count(src, []byte{'{'}); n > 0 {
+		p.slab = make([]Member, 0, min(n, 1024))
+	}
 	p.skipSpace()
 	if p.pos == len(src) {
 		return Value{}, fmt.Errorf("%w: input is empty", ErrJSON)
@@ -47,8 +54,23 @@ func firstInvalidUTF8(b []byte) int {
 }
 
 type parser struct {
-	src []byte
-	pos int
+	src  string
+	pos  int
+	stack []Member // scratch stack of the elements/members being parsed
+	slab  []Member // backing store that finished containers are carved from
+}
+
+// take copies the finished children of a container into the slab and
+// returns them as a capacity-capped slice. Chunks double in size, so a
+// document costs a handful of allocations and at most twice the memory.
+func (p *parser) take(kids []Member) []Member {
+	n := len(kids)
+	if cap(p.slab)-len(p.slab) < n {
+		p.slab = make([]Member, 0, max(n, 2*cap(p.slab), 16))
+	}
+	start := len(p.slab)
+	p.slab = append(p.slab, kids...)
+	return p.slab[start:len(p.slab):len(p.slab)]
 }
 
 func (p *parser) fail(msg string) error {
@@ -83,7 +105,7 @@ func (p *parser) value(depth int) (Value, error) {
 		s, err := p.str()
 		return Value{kind: KindString, s: s}, err
 	case c == 't':
-		return Value{kind: KindBool, b: true}, p.word("true")
+		return Value{kind: KindBool, n: 1}, p.word("true")
 	case c == 'f':
 		return Value{kind: KindBool}, p.word("false")
 	case c == 'n':
@@ -95,7 +117,7 @@ func (p *parser) value(depth int) (Value, error) {
 }
 
 func (p *parser) word(w string) error {
-	if len(p.src)-p.pos < len(w) || string(p.src[p.pos:p.pos+len(w)]) != w {
+	if len(p.src)-p.pos < len(w) || p.src[p.pos:p.pos+len(w)] != w {
 		return p.fail("invalid literal; expected true, false or null")
 	}
 	p.pos += len(w)
@@ -161,8 +183,8 @@ func (p *parser) number() (Value, error) {
 		return Value{}, p.fail("integer is outside ±(2^53-1)")
 	}
 	var n int64
-	for _, c := range p.src[digitsStart:digitsEnd] {
-		n = n*10 + int64(c-'0')
+	for i := digitsStart; i < digitsEnd; i++ {
+		n = n*10 + int64(p.src[i]-'0')
 	}
 	if n > MaxSafeInteger {
 		return Value{}, p.fail("integer is outside ±(2^53-1)")
@@ -214,7 +236,7 @@ func (p *parser) str() (string, error) {
 	for p.pos < len(p.src) {
 		c := p.src[p.pos]
 		if c == '"' {
-			s := string(p.src[start:p.pos])
+			s := p.src[start:p.pos]
 			p.pos++
 			return s, nil
 		}
@@ -297,12 +319,13 @@ const dupIndexThreshold = 16
 func (p *parser) object(depth int) (Value, error) {
 	p.pos++
 	p.skipSpace()
-	v := Value{kind: KindObject}
 	if p.pos < len(p.src) && p.src[p.pos] == '}' {
 		p.pos++
-		return v, nil
+		return Value{kind: KindObject}, nil
 	}
-	var index map[string]struct{}
+	// On error the whole parse is abandoned, so only success truncates.
+	mark := len(p.stack)
+	var seen map[string]struct{}
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
@@ -323,12 +346,13 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
+		members := p.stack[mark:]
 		dup := false
-		if index != nil {
-			_, dup = index[key]
+		if seen != nil {
+			_, dup = seen[key]
 		} else {
-			for i := range v.members {
-				if v.members[i].Key == key {
+			for i := range members {
+				if members[i].Key == key {
 					dup = true
 					break
 				}
@@ -338,13 +362,13 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos = keyAt
 			return Value{}, p.fail("duplicate object key")
 		}
-		v.members = append(v.members, Member{Key: key, Value: val})
-		if index != nil {
-			index[key] = struct{}{}
-		} else if len(v.members) == dupIndexThreshold {
-			index = make(map[string]struct{}, 2*dupIndexThreshold)
-			for i := range v.members {
-				index[v.members[i].Key] = struct{}{}
+		p.stack = append(p.stack, Member{Key: key, Value: val})
+		if seen != nil {
+			seen[key] = struct{}{}
+		} else if len(members)+1 == dupIndexThreshold {
+			seen = make(map[string]struct{}, 2*dupIndexThreshold)
+			for _, m := range p.stack[mark:] {
+				seen[m.Key] = struct{}{}
 			}
 		}
 		p.skipSpace()
@@ -356,6 +380,8 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			v := Value{kind: KindObject, kids: p.take(p.stack[mark:])}
+			p.stack = p.stack[:mark]
 			return v, nil
 		default:
 			return Value{}, p.fail("expected ',' or '}' after an object member")
@@ -366,19 +392,18 @@ func (p *parser) object(depth int) (Value, error) {
 func (p *parser) array(depth int) (Value, error) {
 	p.pos++
 	p.skipSpace()
-	v := Value{kind: KindArray}
 	if p.pos < len(p.src) && p.src[p.pos] == ']' {
 		p.pos++
-		v.items = []Value{}
-		return v, nil
+		return Value{kind: KindArray}, nil
 	}
+	mark := len(p.stack)
 	for {
 		p.skipSpace()
 		item, err := p.value(depth + 1)
 		if err != nil {
 			return Value{}, err
 		}
-		v.items = append(v.items, item)
+		p.stack = append(p.stack, Member{Value: item})
 		p.skipSpace()
 		if p.pos >= len(p.src) {
 			return Value{}, p.fail("unexpected end of input; expected ',' or ']'")
@@ -388,6 +413,8 @@ func (p *parser) array(depth int) (Value, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			v := Value{kind: KindArray, kids: p.take(p.stack[mark:])}
+			p.stack = p.stack[:mark]
 			return v, nil
 		default:
 			return Value{}, p.fail("expected ',' or ']' after an array element")

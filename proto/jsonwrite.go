@@ -10,7 +10,7 @@ func (v Value) AppendCompact(dst []byte) []byte {
 	case KindNull:
 		return append(dst, "null"...)
 	case KindBool:
-		if v.b {
+		if v.n != 0 {
 			return append(dst, "true"...)
 		}
 		return append(dst, "false"...)
@@ -20,26 +20,64 @@ func (v Value) AppendCompact(dst []byte) []byte {
 		return appendString(dst, v.s)
 	case KindArray:
 		dst = append(dst, '[')
-		for i := range v.items {
+		for i := range v.kids {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = v.items[i].AppendCompact(dst)
+			dst = v.kids[i].Value.AppendCompact(dst)
 		}
 		return append(dst, ']')
 	case KindObject:
 		dst = append(dst, '{')
-		for i := range v.members {
+		for i := range v.kids {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, v.members[i].Key)
+			dst = appendString(dst, v.kids[i].Key)
 			dst = append(dst, ':')
-			dst = v.members[i].Value.AppendCompact(dst)
+			dst = v.kids[i].Value.AppendCompact(dst)
 		}
 		return append(dst, '}')
 	}
 	return dst
+}
+
+// compactLen returns len(v.AppendCompact(nil)) without building it.
+func (v Value) compactLen() int {
+	switch v.kind {
+	case KindNull, KindBool:
+		if v.kind == KindBool && v.n == 0 {
+			return 5
+		}
+		return 4
+	case KindInteger:
+		var buf [24]byte
+		return len(strconv.AppendInt(buf[:0], v.n, 10))
+	case KindString:
+		return stringLen(v.s)
+	}
+	n := 2 + max(len(v.kids)-1, 0)
+	for i := range v.kids {
+		if v.kind == KindObject {
+			n += stringLen(v.kids[i].Key) + 1
+		}
+		n += v.kids[i].Value.compactLen()
+	}
+	return n
+}
+
+// stringLen returns the length of appendString(nil, s).
+func stringLen(s string) int {
+	n := 2 + len(s)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	return n
 }
 
 // CompactJSON parses src strictly and returns its compact serialisation.

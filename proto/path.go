@@ -5,27 +5,48 @@ import (
 	"strings"
 )
 
-// path locates a node inside a JSON document, built only when an error is
-// reported. It prints as $, $.name, $[3] or $["odd key"].
-type path struct {
-	parent *path
-	key    string
-	index  int
-	isKey  bool
+// pathElem is one step into a JSON document: an object key or an array index.
+type pathElem struct {
+	key   string
+	index int
+	isKey bool
 }
 
-func (p *path) field(key string) *path { return &path{parent: p, key: key, isKey: true} }
-func (p *path) item(i int) *path       { return &path{parent: p, index: i} }
+func key(k string) pathElem { return pathElem{key: k, isKey: true} }
+func index(i int) pathElem  { return pathElem{index: i} }
 
-func (p *path) String() string {
-	var parts []*path
-	for q := p; q != nil; q = q.parent {
-		parts = append(parts, q)
+// locError is an error at a place in a JSON document. The path is collected
+// while the error travels up the recursion, so the success path allocates
+// nothing for locations. It prints as "<class>: at $.a[3]: <msg>".
+type locError struct {
+	class error
+	msg   string
+	rev   []pathElem // innermost first
+}
+
+func newLocError(class error, msg string) *locError { return &locError{class: class, msg: msg} }
+
+// at prefixes the location with elems, given outermost first.
+func (e *locError) at(elems ...pathElem) *locError {
+	for i := len(elems) - 1; i >= 0; i-- {
+		e.rev = append(e.rev, elems[i])
 	}
+	return e
+}
+
+// Error implements error.
+func (e *locError) Error() string {
+	return e.class.Error() + ": at " + e.path() + ": " + e.msg
+}
+
+// Unwrap returns the error class.
+func (e *locError) Unwrap() error { return e.class }
+
+func (e *locError) path() string {
 	var b strings.Builder
 	b.WriteByte('$')
-	for i := len(parts) - 1; i >= 0; i-- {
-		q := parts[i]
+	for i := len(e.rev) - 1; i >= 0; i-- {
+		q := e.rev[i]
 		switch {
 		case !q.isKey:
 			b.WriteByte('[')
@@ -46,7 +67,7 @@ func (p *path) String() string {
 // isIdentifier reports whether s matches ^[A-Za-z][A-Za-z0-9_]{0,63}$.
 func isIdentifier(s string) bool { return identifierProblem(s) == "" }
 
-// identifierProblem explains why s is not an identifier, or returns "".
+// identifierProblem explains why s is not an identifier (R25), or returns "".
 func identifierProblem(s string) string {
 	if s == "" {
 		return "must not be empty"

@@ -24,7 +24,7 @@ const (
 type node struct {
 	kind   nodeKind
 	lit    Value   // const
-	values []Value // enum
+	values []Member // enum (the parsed array's elements)
 	min    int64   // integer
 	max    int64   // integer
 	names  []string
@@ -36,14 +36,14 @@ type node struct {
 // concurrent use.
 type Schema struct {
 	root    *node
-	compact []byte
+	text    Value // the schema as parsed, for Compact
 	card    *big.Int // exact; nil above 2^MaxExactCardinalityBits
 	log2    float64
 	charge  int64
 }
 
 // ParseSchema parses schema JSON text strictly (R1–R9) and validates it
-// against the DSL (R11–R24). Errors wrap ErrSchema (and ErrJSON for text
+// against the DSL (R11–R25). Errors wrap ErrSchema (and ErrJSON for text
 // that is not strict JSON) and say where and why, for example
 // `invalid schema: at $.fields: field name "9x" must start with a letter`.
 func ParseSchema(src []byte) (*Schema, error) {
@@ -57,64 +57,75 @@ func ParseSchema(src []byte) (*Schema, error) {
 // SchemaFromValue validates an already parsed JSON value as a schema.
 func SchemaFromValue(v Value) (*Schema, error) {
 	b := builder{}
-	root, err := b.build(v, 0, nil)
-	if err != nil {
-		return nil, err
+	root, lerr := b.build(v, 0)
+	if lerr != nil {
+		return nil, lerr
 	}
-	compact := v.AppendCompact(nil)
-	if len(compact) > MaxSchemaBytes {
+	if size := v.compactLen(); size > MaxSchemaBytes {
 		return nil, fmt.Errorf("%w: the schema is %d bytes in compact form; the maximum is %d",
-			ErrSchema, len(compact), MaxSchemaBytes)
+			ErrSchema, size, MaxSchemaBytes)
 	}
-	s := &Schema{root: root, compact: compact}
+	s := &Schema{root: root, text: v}
 	s.card = exactCardinality(root)
 	s.log2 = cardinalityLog2(root)
-	s.charge = chargeFor(cappedCardinality(root))
+	if s.card != nil {
+		s.charge = ChargeForCardinality(s.card)
+	} else {
+		s.charge = chargeFor(cappedCardinality(root))
+	}
 	return s, nil
 }
 
 // Compact returns the schema's compact JSON text (the bytes measured against
 // MaxSchemaBytes): input key order, no whitespace. The caller owns the slice.
-func (s *Schema) Compact() []byte { return append([]byte(nil), s.compact...) }
+func (s *Schema) Compact() []byte { return s.text.AppendCompact(nil) }
 
 type builder struct {
 	nodes int
 }
 
-func schemaErr(at *path, format string, args ...any) error {
-	return fmt.Errorf("%w: at %s: %s", ErrSchema, at, fmt.Sprintf(format, args...))
+func schemaErr(format string, args ...any) *locError {
+	return newLocError(ErrSchema, fmt.Sprintf(format, args...))
 }
 
-// keysFor lists the exact keys of each node type, "type" first, or nil for
-// an unknown type.
-func keysFor(typ string) []string {
+// keySet is the exact key set of a node type, "type" first.
+type keySet struct {
+	keys [3]string
+	n    int
+}
+
+func (k keySet) list() []string { return k.keys[:k.n] }
+
+// keysFor returns the exact keys of a node type; n is 0 for an unknown type.
+func keysFor(typ string) keySet {
 	switch typ {
 	case "const":
-		return []string{"type", "value"}
+		return keySet{[3]string{"type", "value"}, 2}
 	case "boolean":
-		return []string{"type"}
+		return keySet{[3]string{"type"}, 1}
 	case "enum":
-		return []string{"type", "values"}
+		return keySet{[3]string{"type", "values"}, 2}
 	case "integer":
-		return []string{"type", "minimum", "maximum"}
+		return keySet{[3]string{"type", "minimum", "maximum"}, 3}
 	case "object":
-		return []string{"type", "fields"}
+		return keySet{[3]string{"type", "fields"}, 2}
 	case "tuple":
-		return []string{"type", "items"}
+		return keySet{[3]string{"type", "items"}, 2}
 	case "array":
-		return []string{"type", "items", "length"}
+		return keySet{[3]string{"type", "items", "length"}, 3}
 	case "union":
-		return []string{"type", "variants"}
+		return keySet{[3]string{"type", "variants"}, 2}
 	}
-	return nil
+	return keySet{}
 }
 
 const typeList = "const, boolean, enum, integer, object, tuple, array, union"
 
 // checkKeys enforces the exact key set of a node type.
-func checkKeys(v Value, typ string, at *path) error {
-	want := keysFor(typ)
-	for _, m := range v.members {
+func checkKeys(v Value, typ string) *locError {
+	ks := keysFor(typ)
+	want := ks.keys[:ks.n]
+	for _, m := range v.kids {
 		found := false
 		for _, k := range want {
 			if m.Key == k {
@@ -123,12 +134,12 @@ func checkKeys(v Value, typ string, at *path) error {
 			}
 		}
 		if !found {
-			return schemaErr(at, "%s schema must have exactly the keys %s; unexpected key %q", typ, quoteList(want), m.Key)
+			return schemaErr("%s schema must have exactly the keys %s; unexpected key %q", typ, quoteList(want), m.Key)
 		}
 	}
 	for _, k := range want {
 		if _, ok := v.member(k); !ok {
-			return schemaErr(at, "%s schema must have exactly the keys %s; missing key %q", typ, quoteList(want), k)
+			return schemaErr("%s schema must have exactly the keys %s; missing key %q", typ, quoteList(want), k)
 		}
 	}
 	return nil
@@ -143,125 +154,124 @@ func quoteList(keys []string) string {
 }
 
 // build validates v as a schema node at depth, in the reference order:
-// depth, node count, shape, type, exact keys, contents.
-func (b *builder) build(v Value, depth int, at *path) (*node, error) {
+// depth, node count, shape, type, exact keys, contents (R12).
+func (b *builder) build(v Value, depth int) (*node, *locError) {
 	if depth > MaxSchemaDepth {
-		return nil, schemaErr(at, "schema is nested deeper than the maximum depth of %d (the root is depth 0)", MaxSchemaDepth)
+		return nil, schemaErr("schema is nested deeper than the maximum depth of %d (the root is depth 0)", MaxSchemaDepth)
 	}
 	b.nodes++
 	if b.nodes > MaxSchemaNodes {
-		return nil, schemaErr(at, "schema has more than the maximum of %d nodes", MaxSchemaNodes)
+		return nil, schemaErr("schema has more than the maximum of %d nodes", MaxSchemaNodes)
 	}
 	if v.kind != KindObject {
-		return nil, schemaErr(at, "a schema node must be a JSON object, got %s", v.kind)
+		return nil, schemaErr("a schema node must be a JSON object, got %s", v.kind)
 	}
 	tv, ok := v.member("type")
 	if !ok {
-		return nil, schemaErr(at, `schema node has no "type"; it must be one of: %s`, typeList)
+		return nil, schemaErr(`schema node has no "type"; it must be one of: %s`, typeList)
 	}
 	if tv.kind != KindString {
-		return nil, schemaErr(at.field("type"), `"type" must be a string, one of: %s`, typeList)
+		return nil, schemaErr(`"type" must be a string, one of: %s`, typeList).at(key("type"))
 	}
 	typ := tv.s
-	if keysFor(typ) == nil {
-		return nil, schemaErr(at.field("type"), "unknown schema type %q; it must be one of: %s", typ, typeList)
+	if keysFor(typ).n == 0 {
+		return nil, schemaErr("unknown schema type %q; it must be one of: %s", typ, typeList).at(key("type"))
 	}
-	if err := checkKeys(v, typ, at); err != nil {
+	if err := checkKeys(v, typ); err != nil {
 		return nil, err
 	}
 	switch typ {
 	case "const":
 		lit, _ := v.member("value")
-		if err := checkLiteral(lit, at.field("value")); err != nil {
-			return nil, err
+		if err := checkLiteral(lit); err != nil {
+			return nil, err.at(key("value"))
 		}
 		return &node{kind: kindConst, lit: lit}, nil
 	case "boolean":
 		return &node{kind: kindBoolean}, nil
 	case "enum":
-		return b.enum(v, at)
+		return b.enum(v)
 	case "integer":
-		return b.integer(v, at)
+		return b.integer(v)
 	case "object", "union":
-		return b.named(v, typ, depth, at)
+		return b.named(v, typ, depth)
 	case "tuple":
-		return b.tuple(v, depth, at)
+		return b.tuple(v, depth)
 	default: // "array"
-		return b.array(v, depth, at)
+		return b.array(v, depth)
 	}
 }
 
 // checkLiteral enforces R19: null, boolean, safe integer (the parser already
 // guarantees it) or a string of at most MaxLiteralStringBytes UTF-8 bytes
 // without C0 controls or DEL.
-func checkLiteral(v Value, at *path) error {
+func checkLiteral(v Value) *locError {
 	switch v.kind {
 	case KindNull, KindBool, KindInteger:
 		return nil
 	case KindString:
 		if len(v.s) > MaxLiteralStringBytes {
-			return schemaErr(at, "string literal is %d UTF-8 bytes; the maximum is %d", len(v.s), MaxLiteralStringBytes)
+			return schemaErr("string literal is %d UTF-8 bytes; the maximum is %d", len(v.s), MaxLiteralStringBytes)
 		}
 		for i := 0; i < len(v.s); i++ {
 			if c := v.s[i]; c < 0x20 || c == 0x7F {
-				return schemaErr(at, "string literal contains control character U+%04X at byte %d", c, i)
+				return schemaErr("string literal contains control character U+%04X at byte %d", c, i)
 			}
 		}
 		return nil
 	}
-	return schemaErr(at, "a literal must be a string, an integer, a boolean or null, got %s", v.kind)
+	return schemaErr("a literal must be a string, an integer, a boolean or null, got %s", v.kind)
 }
 
-func (b *builder) enum(v Value, at *path) (*node, error) {
+func (b *builder) enum(v Value) (*node, *locError) {
 	vals, _ := v.member("values")
-	at = at.field("values")
+	at := key("values")
 	if vals.kind != KindArray {
-		return nil, schemaErr(at, "enum values must be an array, got %s", vals.kind)
+		return nil, schemaErr("enum values must be an array, got %s", vals.kind).at(at)
 	}
-	if len(vals.items) == 0 {
-		return nil, schemaErr(at, "enum values must not be empty")
+	if len(vals.kids) == 0 {
+		return nil, schemaErr("enum values must not be empty").at(at)
 	}
-	if len(vals.items) > MaxEnumValues {
-		return nil, schemaErr(at, "enum has %d values; the maximum is %d", len(vals.items), MaxEnumValues)
+	if len(vals.kids) > MaxEnumValues {
+		return nil, schemaErr("enum has %d values; the maximum is %d", len(vals.kids), MaxEnumValues).at(at)
 	}
-	for i, m := range vals.items {
-		if err := checkLiteral(m, at.item(i)); err != nil {
-			return nil, err
+	for i, m := range vals.kids {
+		if err := checkLiteral(m.Value); err != nil {
+			return nil, err.at(at, index(i))
 		}
 	}
-	first := vals.items[0].kind
-	for i, m := range vals.items {
-		if m.kind != first {
-			return nil, schemaErr(at.item(i), "enum values must all have one JSON type: value 0 is %s, this one is %s", first, m.kind)
+	first := vals.kids[0].Value.kind
+	for i, m := range vals.kids {
+		if m.Value.kind != first {
+			return nil, schemaErr("enum values must all have one JSON type: value 0 is %s, this one is %s", first, m.Value.kind).at(at, index(i))
 		}
 	}
-	if i, j := findDuplicate(vals.items); i >= 0 {
-		return nil, schemaErr(at.item(j), "enum value duplicates value %d", i)
+	if i, j := findDuplicate(vals.kids); i >= 0 {
+		return nil, schemaErr("enum value duplicates value %d", i).at(at, index(j))
 	}
-	return &node{kind: kindEnum, values: vals.items}, nil
+	return &node{kind: kindEnum, values: vals.kids}, nil
 }
 
 // findDuplicate returns the indexes of the first repeated literal, or -1, -1.
-func findDuplicate(items []Value) (int, int) {
+func findDuplicate(items []Member) (int, int) {
 	if len(items) <= 32 {
 		for j := range items {
 			for i := 0; i < j; i++ {
-				if equalLiteral(items[i], items[j]) {
+				if equalLiteral(items[i].Value, items[j].Value) {
 					return i, j
 				}
 			}
 		}
 		return -1, -1
 	}
-	type key struct {
+	type litKey struct {
 		kind Kind
-		b    bool
 		n    int64
 		s    string
 	}
-	seen := make(map[key]int, len(items))
+	seen := make(map[litKey]int, len(items))
 	for j, m := range items {
-		k := key{m.kind, m.b, m.n, m.s}
+		k := litKey{m.Value.kind, m.Value.n, m.Value.s}
 		if i, ok := seen[k]; ok {
 			return i, j
 		}
@@ -270,91 +280,91 @@ func findDuplicate(items []Value) (int, int) {
 	return -1, -1
 }
 
-func (b *builder) integer(v Value, at *path) (*node, error) {
+func (b *builder) integer(v Value) (*node, *locError) {
 	lo, _ := v.member("minimum")
 	hi, _ := v.member("maximum")
 	if lo.kind != KindInteger {
-		return nil, schemaErr(at.field("minimum"), "integer minimum must be an integer, got %s", lo.kind)
+		return nil, schemaErr("integer minimum must be an integer, got %s", lo.kind).at(key("minimum"))
 	}
 	if hi.kind != KindInteger {
-		return nil, schemaErr(at.field("maximum"), "integer maximum must be an integer, got %s", hi.kind)
+		return nil, schemaErr("integer maximum must be an integer, got %s", hi.kind).at(key("maximum"))
 	}
 	if hi.n < lo.n {
-		return nil, schemaErr(at, "integer maximum %d is less than minimum %d", hi.n, lo.n)
+		return nil, schemaErr("integer maximum %d is less than minimum %d", hi.n, lo.n)
 	}
 	return &node{kind: kindInteger, min: lo.n, max: hi.n}, nil
 }
 
 // named builds an object (fields) or union (variants): every name is checked
 // before any child is built, as in the reference.
-func (b *builder) named(v Value, typ string, depth int, at *path) (*node, error) {
-	key, what, whats, kind, limit := "fields", "field name", "fields", kindObject, MaxObjectFields
+func (b *builder) named(v Value, typ string, depth int) (*node, *locError) {
+	k, what, whats, kind, limit := "fields", "field name", "fields", kindObject, MaxObjectFields
 	if typ == "union" {
-		key, what, whats, kind, limit = "variants", "union tag", "variants", kindUnion, MaxUnionVariants
+		k, what, whats, kind, limit = "variants", "union tag", "variants", kindUnion, MaxUnionVariants
 	}
-	m, _ := v.member(key)
-	at = at.field(key)
+	m, _ := v.member(k)
+	at := key(k)
 	if m.kind != KindObject {
-		return nil, schemaErr(at, "%s %q must be a JSON object, got %s", typ, key, m.kind)
+		return nil, schemaErr("%s %q must be a JSON object, got %s", typ, k, m.kind).at(at)
 	}
-	if len(m.members) == 0 {
-		return nil, schemaErr(at, "%s schema must declare at least one of its %s", typ, whats)
+	if len(m.kids) == 0 {
+		return nil, schemaErr("%s schema must declare at least one of its %s", typ, whats).at(at)
 	}
-	if len(m.members) > limit {
-		return nil, schemaErr(at, "%s schema declares %d %s; the maximum is %d", typ, len(m.members), whats, limit)
+	if len(m.kids) > limit {
+		return nil, schemaErr("%s schema declares %d %s; the maximum is %d", typ, len(m.kids), whats, limit).at(at)
 	}
-	n := &node{kind: kind, names: make([]string, len(m.members)), kids: make([]*node, len(m.members))}
-	for i, f := range m.members {
+	n := &node{kind: kind, names: make([]string, len(m.kids)), kids: make([]*node, len(m.kids))}
+	for i, f := range m.kids {
 		if p := identifierProblem(f.Key); p != "" {
-			return nil, schemaErr(at, "%s %q %s", what, f.Key, p)
+			return nil, schemaErr("%s %q %s", what, f.Key, p).at(at)
 		}
 		n.names[i] = f.Key
 	}
-	for i, f := range m.members {
-		kid, err := b.build(f.Value, depth+1, at.field(f.Key))
+	for i, f := range m.kids {
+		kid, err := b.build(f.Value, depth+1)
 		if err != nil {
-			return nil, err
+			return nil, err.at(at, key(f.Key))
 		}
 		n.kids[i] = kid
 	}
 	return n, nil
 }
 
-func (b *builder) tuple(v Value, depth int, at *path) (*node, error) {
+func (b *builder) tuple(v Value, depth int) (*node, *locError) {
 	items, _ := v.member("items")
-	at = at.field("items")
+	at := key("items")
 	if items.kind != KindArray {
-		return nil, schemaErr(at, "tuple items must be an array of schemas, got %s", items.kind)
+		return nil, schemaErr("tuple items must be an array of schemas, got %s", items.kind).at(at)
 	}
-	if len(items.items) == 0 {
-		return nil, schemaErr(at, "tuple must declare at least one item")
+	if len(items.kids) == 0 {
+		return nil, schemaErr("tuple must declare at least one item").at(at)
 	}
-	if len(items.items) > MaxTupleItems {
-		return nil, schemaErr(at, "tuple declares %d items; the maximum is %d", len(items.items), MaxTupleItems)
+	if len(items.kids) > MaxTupleItems {
+		return nil, schemaErr("tuple declares %d items; the maximum is %d", len(items.kids), MaxTupleItems).at(at)
 	}
-	n := &node{kind: kindTuple, kids: make([]*node, len(items.items))}
-	for i, it := range items.items {
-		kid, err := b.build(it, depth+1, at.item(i))
+	n := &node{kind: kindTuple, kids: make([]*node, len(items.kids))}
+	for i, it := range items.kids {
+		kid, err := b.build(it.Value, depth+1)
 		if err != nil {
-			return nil, err
+			return nil, err.at(at, index(i))
 		}
 		n.kids[i] = kid
 	}
 	return n, nil
 }
 
-func (b *builder) array(v Value, depth int, at *path) (*node, error) {
+func (b *builder) array(v Value, depth int) (*node, *locError) {
 	l, _ := v.member("length")
 	if l.kind != KindInteger {
-		return nil, schemaErr(at.field("length"), "array length must be an integer from 0 to %d, got %s", MaxArrayLength, l.kind)
+		return nil, schemaErr("array length must be an integer from 0 to %d, got %s", MaxArrayLength, l.kind).at(key("length"))
 	}
 	if l.n < 0 || l.n > MaxArrayLength {
-		return nil, schemaErr(at.field("length"), "array length %d is outside 0..%d", l.n, MaxArrayLength)
+		return nil, schemaErr("array length %d is outside 0..%d", l.n, MaxArrayLength).at(key("length"))
 	}
 	items, _ := v.member("items")
-	kid, err := b.build(items, depth+1, at.field("items"))
+	kid, err := b.build(items, depth+1)
 	if err != nil {
-		return nil, err
+		return nil, err.at(key("items"))
 	}
 	return &node{kind: kindArray, kids: []*node{kid}, length: int(l.n)}, nil
 }

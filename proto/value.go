@@ -37,12 +37,10 @@ func (k Kind) String() string {
 // are immutable by convention: callers must not modify the slices returned by
 // Items and Members.
 type Value struct {
-	kind    Kind
-	b       bool
-	n       int64
-	s       string
-	items   []Value
-	members []Member
+	kind Kind
+	n    int64    // integer value; 1 for true
+	s    string   // string value
+	kids []Member // array elements (empty keys) or object members
 }
 
 // Member is one key/value pair of a JSON object, in input order.
@@ -55,7 +53,7 @@ type Member struct {
 func (v Value) Kind() Kind { return v.kind }
 
 // Bool returns the value of a boolean.
-func (v Value) Bool() bool { return v.b }
+func (v Value) Bool() bool { return v.kind == KindBool && v.n != 0 }
 
 // Int returns the value of an integer.
 func (v Value) Int() int64 { return v.n }
@@ -63,17 +61,21 @@ func (v Value) Int() int64 { return v.n }
 // Str returns the value of a string.
 func (v Value) Str() string { return v.s }
 
-// Items returns the elements of an array.
-func (v Value) Items() []Value { return v.items }
+// Len returns the number of elements of an array or members of an object.
+func (v Value) Len() int { return len(v.kids) }
 
-// Members returns the members of an object in input order.
-func (v Value) Members() []Member { return v.members }
+// Index returns element i of an array (or the value of member i of an object).
+func (v Value) Index(i int) Value { return v.kids[i].Value }
+
+// Members returns the members of an object in input order (for an array,
+// its elements with empty keys).
+func (v Value) Members() []Member { return v.kids }
 
 // member returns the value under key and whether it exists.
 func (v Value) member(key string) (Value, bool) {
-	for i := range v.members {
-		if v.members[i].Key == key {
-			return v.members[i].Value, true
+	for i := range v.kids {
+		if v.kids[i].Key == key {
+			return v.kids[i].Value, true
 		}
 	}
 	return Value{}, false
@@ -88,9 +90,7 @@ func equalLiteral(a, b Value) bool {
 	switch a.kind {
 	case KindNull:
 		return true
-	case KindBool:
-		return a.b == b.b
-	case KindInteger:
+	case KindBool, KindInteger:
 		return a.n == b.n
 	case KindString:
 		return a.s == b.s

@@ -1,0 +1,129 @@
+package proto_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/awf-project/awf/proto"
+)
+
+// benchResult returns a schema and a ~8 KiB conforming result: an array of 64
+// objects with a mix of every scalar type, written with whitespace and keys
+// out of declaration order so canonicalisation does real work.
+func benchResult(tb testing.TB) (*proto.Schema, []byte) {
+	tb.Helper()
+	schema := `{"type":"array","length":64,"items":{"type":"object","fields":{` +
+		`"path":{"type":"enum","values":["src/main.go","src/lib/über.go","docs/README.md","tests/a_test.go"]},` +
+		`"lines":{"type":"integer","minimum":0,"maximum":9007199254740991},` +
+		`"ok":{"type":"boolean"},` +
+		`"kind":{"type":"union","variants":{"none":{"type":"const","value":null},"pair":{"type":"tuple","items":[{"type":"integer","minimum":-100,"maximum":100},{"type":"boolean"}]}}}}}}`
+	s, err := proto.ParseSchema([]byte(schema))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	paths := []string{`"src/main.go"`, `"src/lib/\u00fcber.go"`, `"docs/README.md"`, `"tests/a_test.go"`}
+	var b strings.Builder
+	b.WriteString("[\n")
+	for i := 0; i < 64; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		kind := `{"tag": "none", "value": null}`
+		if i%2 == 1 {
+			kind = fmt.Sprintf(`{"value": [%d, %t], "tag": "pair"}`, i-50, i%3 == 0)
+		}
+		fmt.Fprintf(&b, `  {"ok": %t, "kind": %s, "lines": %d, "path": %s,    "pad": 0}`, i%2 == 0, kind, 1000003*i, paths[i%4])
+	}
+	b.WriteString("\n]\n")
+	// Drop the padding key (it is there to size the text) but keep the spaces.
+	out := strings.ReplaceAll(b.String(), `,    "pad": 0`, `          `)
+	for len(out) < proto.MaxResultBytes-16 {
+		out += " "
+	}
+	return s, []byte(out)
+}
+
+// BenchmarkCheckResult8K measures parse + validate + canonicalise of an
+// ~8 KiB /query/out file.
+func BenchmarkCheckResult8K(b *testing.B) {
+	s, out := benchResult(b)
+	if _, err := s.CheckResult(out); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.CheckResult(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchSchema returns a ~4 KiB schema text: an object of 16 fields mixing
+// enums, integers, tuples, arrays and unions.
+func benchSchema(tb testing.TB) []byte {
+	tb.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"object","fields":{`)
+	for i := 0; i < 16; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"field_%02d":`, i)
+		switch i % 4 {
+		case 0:
+			b.WriteString(`{"type":"enum","values":[`)
+			for j := 0; j < 24; j++ {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `"value-%02d-%02d"`, i, j)
+			}
+			b.WriteString(`]}`)
+		case 1:
+			b.WriteString(`{"type":"tuple","items":[{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},{"type":"boolean"}]}`)
+		case 2:
+			b.WriteString(`{"type":"array","length":64,"items":{"type":"integer","minimum":0,"maximum":1000}}`)
+		default:
+			b.WriteString(`{"type":"union","variants":{"none":{"type":"const","value":null},"some":{"type":"enum","values":[1,2,3,4,5,6,7,8,9,10]}}}`)
+		}
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+// BenchmarkParseSchema4K measures parse + validate + cardinality/charge of an
+// ~4 KiB schema.
+func BenchmarkParseSchema4K(b *testing.B) {
+	src := benchSchema(b)
+	if _, err := proto.ParseSchema(src); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := proto.ParseSchema(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPeerEncodingJSON8K is the side-by-side peer: the standard
+// library's encoding/json decoding the same file into any and re-encoding it
+// (no strictness, no schema).
+func BenchmarkPeerEncodingJSON8K(b *testing.B) {
+	_, out := benchResult(b)
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v any
+		if err := json.Unmarshal(out, &v); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := json.Marshal(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
