@@ -1,21 +1,216 @@
 // Package direct is the default sandbox backend: it builds namespaces, cgroups,
 // seccomp and mounts itself through runc's libcontainer, with no container engine.
 //
-// STUB: the direct-sandbox work replaces the bodies.
+// A sandbox is prepared ahead of its job: Prepare creates the container and
+// starts libcontainer's init, which sets up every namespace, mount, limit and
+// the seccomp filter and then blocks before exec. Exec places the script,
+// releases init to exec the interpreter, enforces the wall-clock deadline,
+// and reads the counters and /query/out from the outside. Every container,
+// cgroup, mount and scratch directory is journalled under the state
+// directory before it is created, so Sweep can reclaim whatever a crashed
+// broker left.
 package direct
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	// The nsenter constructor must run before the Go runtime in the init
+	// re-exec, and the devices package lets the cgroup managers apply
+	// device rules.
+	_ "github.com/opencontainers/cgroups/devices"
+	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/awf-project/awf/isolate"
 )
 
+// Name is the backend's configuration name.
+const Name = "direct"
+
 // InitIfRequested must be called from an init function of every binary that
 // uses this package. When the process was started as libcontainer's container
 // init it never returns.
-func InitIfRequested() {}
+func InitIfRequested() {
+	if len(os.Args) > 1 && os.Args[1] == "init" && os.Getenv("_LIBCONTAINER_INITPIPE") != "" {
+		libcontainer.Init() // never returns
+	}
+}
 
-// New returns the direct runtime.
+// idPattern is what a run id may contain: it becomes part of container ids,
+// cgroup names and paths.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// Runtime is the direct backend. It owns HostConfig.StateDir exclusively
+// while it is open.
+type Runtime struct {
+	runID    string
+	state    string // StateDir, absolute
+	libct    string // libcontainer state root
+	journal  string // journal directory
+	scratch  string // per-sandbox scratch directories
+	roots    string // read-only binds of root filesystems
+	cg       cgroupSetup
+	lock     *os.File
+	seq      atomic.Uint64
+	mu       sync.Mutex
+	active   map[string]bool   // journal names of live resources
+	rootBind map[string]string // rootfs dir -> read-only bind
+	broken   atomic.Pointer[error]
+	closed   atomic.Bool
+}
+
+// New returns the direct runtime. It takes an exclusive lock on the state
+// directory, sets up the dedicated parent cgroup, and does not sweep: the
+// caller runs Sweep at start-up.
 func New(h isolate.HostConfig) (isolate.Runtime, error) {
-	return nil, errors.New("direct: not implemented yet")
+	r, err := Open(h)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Open is New with the concrete type, for callers that need CgroupMode.
+func Open(h isolate.HostConfig) (*Runtime, error) {
+	if !idPattern.MatchString(h.RunID) {
+		return nil, fmt.Errorf("direct: run id %q must match %s", h.RunID, idPattern)
+	}
+	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
+		return nil, fmt.Errorf("direct: state dir %q must be an absolute path", h.StateDir)
+	}
+	if h.CgroupParent == "" {
+		h.CgroupParent = "awf"
+	}
+	if !idPattern.MatchString(h.CgroupParent) {
+		return nil, fmt.Errorf("direct: cgroup parent %q must match %s", h.CgroupParent, idPattern)
+	}
+	state := filepath.Clean(h.StateDir)
+	if err := checkOutsideExe(state); err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		runID:    h.RunID,
+		state:    state,
+		libct:    filepath.Join(state, "libct"),
+		journal:  filepath.Join(state, "journal"),
+		scratch:  filepath.Join(state, "sb"),
+		roots:    filepath.Join(state, "roots"),
+		active:   map[string]bool{},
+		rootBind: map[string]string{},
+	}
+	for _, d := range []string{state, r.libct, r.journal, r.scratch, r.roots} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("direct: state dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("direct: state dir: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(state, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("direct: state lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("direct: state dir %s is in use by another runtime: %w", state, err)
+	}
+	r.lock = lock
+	cg, err := setupCgroups(h.CgroupParent)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("direct: %w", err)
+	}
+	r.cg = cg
+	return r, nil
+}
+
+// checkOutsideExe refuses a state dir that overlaps the running binary's
+// directory: libcontainer would then fall back to copying the whole binary
+// on every start.
+func checkOutsideExe(state string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("direct: locate own binary: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	dir := filepath.Dir(exe)
+	if within(state, dir) || within(dir, state) {
+		return fmt.Errorf("direct: state dir %s overlaps the binary's directory %s", state, dir)
+	}
+	return nil
+}
+
+// within reports whether p is dir or inside it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// Name implements isolate.Runtime.
+func (r *Runtime) Name() string { return Name }
+
+// CgroupMode reports how this runtime places sandboxes: "v2-delegated", "v2"
+// or "v1-hybrid".
+func (r *Runtime) CgroupMode() string { return r.cg.mode }
+
+// CgroupParentPath is the absolute path of the dedicated parent cgroup (for
+// v1, in the memory hierarchy).
+func (r *Runtime) CgroupParentPath() string { return r.cg.parentPath() }
+
+// Usable implements isolate.Runtime.
+func (r *Runtime) Usable() error {
+	if p := r.broken.Load(); p != nil {
+		return *p
+	}
+	if r.closed.Load() {
+		return errors.New("direct: runtime closed")
+	}
+	return nil
+}
+
+// markBroken makes the runtime fail closed from now on.
+func (r *Runtime) markBroken(err error) {
+	e := fmt.Errorf("direct: a sandbox could not be reclaimed: %w", err)
+	r.broken.CompareAndSwap(nil, &e)
+}
+
+// Run implements isolate.Runtime.
+func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
+	return isolate.RunWithSandbox(ctx, r, s)
+}
+
+// Close releases the read-only root binds and the state lock. Live sandboxes
+// must be destroyed first; anything left is for the next Sweep.
+func (r *Runtime) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	r.mu.Lock()
+	for src, dst := range r.rootBind {
+		name := "root-" + filepath.Base(dst)
+		if err := unmountAndRemove(dst); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(r.rootBind, src)
+		delete(r.active, name)
+		_ = removeJournal(r.journal, name)
+	}
+	r.mu.Unlock()
+	if r.lock != nil {
+		errs = append(errs, r.lock.Close())
+	}
+	return errors.Join(errs...)
 }

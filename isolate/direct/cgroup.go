@@ -1,0 +1,329 @@
+package direct
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup modes reported by CgroupMode.
+const (
+	ModeV2Delegated = "v2-delegated"
+	ModeV2          = "v2"
+	ModeV1Hybrid    = "v1-hybrid"
+)
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+// controllers are the v2 controllers every sandbox needs.
+var controllers = []string{"memory", "pids", "cpu"}
+
+// cgroupSetup is where and how sandboxes get their cgroups.
+type cgroupSetup struct {
+	mode      string
+	parentRel string   // parent cgroup, relative to each hierarchy root
+	v1Mounts  []string // v1 (and hybrid unified) mount points, v1 only
+	memsw     bool     // v1: swap accounting is available
+}
+
+// CgroupMode reports how the direct runtime would place sandboxes on this
+// host: "v2-delegated" when the broker runs in a cgroup v2 subtree a service
+// manager delegated to it, "v2" on a cgroup v2 host otherwise, and
+// "v1-hybrid" on a host whose controllers are on cgroup v1.
+func CgroupMode() (string, error) {
+	if cgroups.IsCgroup2UnifiedMode() {
+		own, err := ownCgroupV2()
+		if err != nil {
+			return "", err
+		}
+		if own != "/" && isDelegated(filepath.Join(cgroupRoot, own)) {
+			return ModeV2Delegated, nil
+		}
+		return ModeV2, nil
+	}
+	if _, err := cgroups.FindCgroupMountpoint("", "memory"); err != nil {
+		return "", fmt.Errorf("cgroup: no v1 memory controller and no cgroup v2: %w", err)
+	}
+	return ModeV1Hybrid, nil
+}
+
+// ownCgroupV2 is this process's cgroup v2 path.
+func ownCgroupV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("cgroup: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("cgroup: no v2 entry in /proc/self/cgroup")
+}
+
+// isDelegated reports whether a service manager delegated dir to us.
+func isDelegated(dir string) bool {
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		buf := make([]byte, 8)
+		n, err := unix.Getxattr(dir, attr, buf)
+		if err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
+			return true
+		}
+	}
+	return false
+}
+
+// setupCgroups prepares the dedicated parent cgroup.
+func setupCgroups(parent string) (cgroupSetup, error) {
+	mode, err := CgroupMode()
+	if err != nil {
+		return cgroupSetup{}, err
+	}
+	s := cgroupSetup{mode: mode, parentRel: parent}
+	switch mode {
+	case ModeV1Hybrid:
+		return s, s.setupV1()
+	case ModeV2Delegated:
+		own, err := ownCgroupV2()
+		if err != nil {
+			return s, err
+		}
+		if err := moveSelfToLeaf(own); err != nil {
+			return s, err
+		}
+		s.parentRel = strings.TrimPrefix(own, "/") + "/" + parent
+		return s, s.setupV2(strings.TrimPrefix(own, "/"))
+	default:
+		return s, s.setupV2("")
+	}
+}
+
+// moveSelfToLeaf moves the broker out of its delegated cgroup into a
+// "supervisor" leaf so that the delegated cgroup may enable controllers for
+// its children (cgroup v2 forbids processes in inner nodes).
+func moveSelfToLeaf(own string) error {
+	leaf := filepath.Join(cgroupRoot, own, "supervisor")
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		return fmt.Errorf("cgroup: supervisor leaf: %w", err)
+	}
+	if err := cgroups.WriteCgroupProc(leaf, os.Getpid()); err != nil {
+		return fmt.Errorf("cgroup: move broker to %s: %w", leaf, err)
+	}
+	return nil
+}
+
+// setupV2 creates the parent under base (relative to the root) and enables
+// the controllers on the way down. Sandboxes are never placed in the root
+// cgroup's own process list: they always get a leaf below the parent.
+func (s *cgroupSetup) setupV2(base string) error {
+	avail, err := os.ReadFile(filepath.Join(cgroupRoot, base, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	have := strings.Fields(string(avail))
+	for _, c := range controllers {
+		if !contains(have, c) {
+			return fmt.Errorf("cgroup: controller %s not available in %s", c, filepath.Join(cgroupRoot, base))
+		}
+	}
+	enable := "+" + strings.Join(controllers, " +")
+	if err := cgroups.WriteFile(filepath.Join(cgroupRoot, base), "cgroup.subtree_control", enable); err != nil {
+		return fmt.Errorf("cgroup: enable controllers in %s: %w", base, err)
+	}
+	parent := filepath.Join(cgroupRoot, s.parentRel)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("cgroup: parent: %w", err)
+	}
+	if err := cgroups.WriteFile(parent, "cgroup.subtree_control", enable); err != nil {
+		return fmt.Errorf("cgroup: enable controllers in %s: %w", parent, err)
+	}
+	return nil
+}
+
+// setupV1 records every v1 hierarchy (and the hybrid unified one) that
+// libcontainer will create a leaf in, and checks the controllers we need.
+func (s *cgroupSetup) setupV1() error {
+	mounts, err := cgroups.GetCgroupMounts(true)
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	have := map[string]bool{}
+	for _, m := range mounts {
+		s.v1Mounts = append(s.v1Mounts, m.Mountpoint)
+		for _, ss := range m.Subsystems {
+			have[ss] = true
+		}
+	}
+	if cgroups.IsCgroup2HybridMode() {
+		s.v1Mounts = append(s.v1Mounts, filepath.Join(cgroupRoot, "unified"))
+	}
+	for _, c := range controllers {
+		if !have[c] {
+			return fmt.Errorf("cgroup: v1 controller %s is not mounted", c)
+		}
+	}
+	mem, _ := cgroups.FindCgroupMountpoint("", "memory")
+	s.memsw = cgroups.PathExists(filepath.Join(mem, "memory.memsw.limit_in_bytes"))
+	if !s.memsw {
+		swap, err := swapTotal()
+		if err != nil {
+			return err
+		}
+		if swap > 0 {
+			return errors.New("cgroup: host has swap but no v1 swap accounting (memsw): swap cannot be denied")
+		}
+	}
+	return nil
+}
+
+// swapTotal reads SwapTotal from /proc/meminfo, in kB.
+func swapTotal() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("meminfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "SwapTotal:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("meminfo: no SwapTotal")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// v2 reports whether sandboxes use cgroup v2.
+func (s cgroupSetup) v2() bool { return s.mode != ModeV1Hybrid }
+
+// libcontainerPath is the absolute cgroup path libcontainer gets for a leaf.
+func (s cgroupSetup) libcontainerPath(id string) string { return "/" + s.parentRel + "/" + id }
+
+// parentPath is the parent directory in the memory hierarchy (or the v2 tree).
+func (s cgroupSetup) parentPath() string {
+	if s.v2() {
+		return filepath.Join(cgroupRoot, s.parentRel)
+	}
+	mem, _ := cgroups.FindCgroupMountpoint("", "memory")
+	return filepath.Join(mem, s.parentRel)
+}
+
+// leafPaths lists every directory a leaf named id has or may have.
+func (s cgroupSetup) leafPaths(id string) []string {
+	if s.v2() {
+		return []string{filepath.Join(cgroupRoot, s.parentRel, id)}
+	}
+	out := make([]string, 0, len(s.v1Mounts))
+	for _, m := range s.v1Mounts {
+		out = append(out, filepath.Join(m, s.parentRel, id))
+	}
+	return out
+}
+
+// controllerPath is the leaf directory that holds ctrl's files.
+func (s cgroupSetup) controllerPath(id, ctrl string) string {
+	if s.v2() {
+		return filepath.Join(cgroupRoot, s.parentRel, id)
+	}
+	m, err := cgroups.FindCgroupMountpoint("", ctrl)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(m, s.parentRel, id)
+}
+
+// counters are the limit events of one leaf.
+type counters struct {
+	oomKills int64 // processes the kernel OOM-killed
+	pidsMax  int64 // forks refused by the pids limit
+}
+
+// readCounters reads the leaf's OOM and pids events. A missing file is an
+// error: the verdict must not silently miss a limit.
+func (s cgroupSetup) readCounters(id string) (counters, error) {
+	var c counters
+	var err error
+	mem := s.controllerPath(id, "memory")
+	if s.v2() {
+		c.oomKills, err = keyedValue(filepath.Join(mem, "memory.events"), "oom_kill")
+	} else {
+		c.oomKills, err = keyedValue(filepath.Join(mem, "memory.oom_control"), "oom_kill")
+	}
+	if err != nil {
+		return c, err
+	}
+	c.pidsMax, err = keyedValue(filepath.Join(s.controllerPath(id, "pids"), "pids.events"), "max")
+	return c, err
+}
+
+// keyedValue reads "key value" from a flat-keyed cgroup file.
+func keyedValue(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup counter: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == key {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("cgroup counter: no %s in %s", key, path)
+}
+
+// killLeaf kills every process in the leaf: cgroup.kill on v2, SIGKILL to
+// each listed process on v1.
+func (s cgroupSetup) killLeaf(id string) {
+	for _, p := range s.leafPaths(id) {
+		if s.v2() {
+			_ = cgroups.WriteFile(p, "cgroup.kill", "1")
+			continue
+		}
+		pids, _ := cgroups.GetPids(p)
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+// removeLeaf kills what is left in the leaf and removes its directories,
+// retrying until ctx ends.
+func (s cgroupSetup) removeLeaf(ctx context.Context, id string) error {
+	for {
+		var left []string
+		for _, p := range s.leafPaths(id) {
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			if err := cgroups.RemovePath(p); err != nil || cgroups.PathExists(p) {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		s.killLeaf(id)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cgroup: cannot remove %v: %w", left, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package direct
+
+import (
+	"fmt"
+
+	"github.com/opencontainers/cgroups"
+	devcfg "github.com/opencontainers/cgroups/devices/config"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// Sandbox identity and environment.
+const (
+	sandboxUID  = 65534
+	sandboxGID  = 65534
+	hostname    = "sandbox"
+	devShmBytes = 8 << 20
+	cpuPeriod   = 100000
+	oomScoreAdj = 1000
+)
+
+// sandboxEnv is the whole environment of the job.
+var sandboxEnv = []string{"PATH=/usr/bin", "LANG=C.UTF-8", "HOME=/tmp", "PYTHONDONTWRITEBYTECODE=1"}
+
+// maskedPaths hide kernel information in /proc and /sys.
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+	"/proc/scsi", "/proc/kallsyms", "/proc/config.gz", "/proc/sysrq-trigger",
+	"/sys/firmware", "/sys/devices/virtual/powercap",
+}
+
+// readonlyPaths stay visible but cannot be written.
+var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
+
+// overlayOptions keep the per-invocation layer simple and safe with an
+// untrusted upper: no redirects, no metacopy, no index, no xino.
+const overlayOptions = "redirect_dir=off,metacopy=off,index=off,xino=off"
+
+// containerConfig builds the libcontainer configuration of one sandbox.
+func (r *Runtime) containerConfig(id, root string, t isolate.Template, sc scratchDirs) (*configs.Config, error) {
+	l := t.Limits
+	var seccomp *configs.Seccomp
+	if !t.Weaken.NoSeccomp {
+		if t.Policy == nil {
+			return nil, fmt.Errorf("no seccomp policy: refusing to run without one")
+		}
+		var err error
+		seccomp, err = t.Policy.Libcontainer()
+		if err != nil {
+			return nil, fmt.Errorf("compile seccomp policy: %w", err)
+		}
+		if seccomp == nil {
+			return nil, fmt.Errorf("seccomp policy %q compiled to nothing", t.Policy.Name)
+		}
+	}
+	ns := configs.Namespaces{
+		{Type: configs.NEWNS}, {Type: configs.NEWUTS}, {Type: configs.NEWIPC},
+		{Type: configs.NEWPID}, {Type: configs.NEWCGROUP},
+	}
+	var networks []*configs.Network
+	if !t.Weaken.NoNetNS {
+		ns = append(ns, configs.Namespace{Type: configs.NEWNET})
+		networks = []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}}
+	}
+	caps := &configs.Capabilities{} // empty, not nil: clears the bounding set too
+	if t.Weaken.NilCapsConfig {
+		caps = nil
+	}
+	var pids *int64
+	if !t.Weaken.NoPidsLimit {
+		p := l.Pids
+		pids = &p
+	}
+	res := &cgroups.Resources{
+		Memory:    l.MemoryBytes,
+		PidsLimit: pids,
+		CpuQuota:  l.CPUMilli * cpuPeriod / 1000,
+		CpuPeriod: cpuPeriod,
+		Devices:   deviceRules(),
+	}
+	if r.cg.v2() || r.cg.memsw {
+		res.MemorySwap = l.MemoryBytes // memory+swap = memory: no swap
+	}
+	if r.cg.v2() {
+		res.Unified = map[string]string{"memory.oom.group": "1"}
+	}
+	adj := oomScoreAdj
+	// RLIMIT_NPROC counts per host uid and every sandbox is uid 65534, so it
+	// stays as high as the broker's own hard limit; the pids cgroup is the
+	// real limit.
+	var nl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &nl); err != nil {
+		return nil, fmt.Errorf("read RLIMIT_NPROC: %w", err)
+	}
+	nproc := nl.Max
+	cfg := &configs.Config{
+		Rootfs:            root,
+		Readonlyfs:        true,
+		RootPropagation:   unix.MS_SLAVE | unix.MS_REC,
+		Hostname:          hostname,
+		Namespaces:        ns,
+		Networks:          networks,
+		Capabilities:      caps,
+		NoNewPrivileges:   true,
+		Seccomp:           seccomp,
+		MaskPaths:         maskedPaths,
+		ReadonlyPaths:     readonlyPaths,
+		ParentDeathSignal: int(unix.SIGKILL),
+		OomScoreAdj:       &adj,
+		Devices:           allowedDevices(),
+		Mounts:            mounts(t, sc),
+		Rlimits: []configs.Rlimit{
+			{Type: unix.RLIMIT_FSIZE, Hard: uint64(l.FileSizeBytes), Soft: uint64(l.FileSizeBytes)},
+			{Type: unix.RLIMIT_NOFILE, Hard: l.NoFile, Soft: l.NoFile},
+			{Type: unix.RLIMIT_CORE, Hard: 0, Soft: 0},
+			{Type: unix.RLIMIT_NPROC, Hard: nproc, Soft: nproc},
+		},
+		Cgroups: &cgroups.Cgroup{
+			Path:      r.cg.libcontainerPath(id),
+			Resources: res,
+		},
+	}
+	return cfg, nil
+}
+
+// mounts lists the sandbox's filesystems on top of the read-only root.
+func mounts(t isolate.Template, sc scratchDirs) []*configs.Mount {
+	l := t.Limits
+	const common = unix.MS_NOSUID | unix.MS_NODEV
+	ms := []*configs.Mount{
+		{Source: "proc", Destination: "/proc", Device: "proc", Flags: common | unix.MS_NOEXEC},
+		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536"},
+		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", devShmBytes)},
+		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", l.TmpTmpfsBytes)},
+		{Source: "tmpfs", Destination: isolate.QueryDir, Device: "tmpfs", Flags: common | unix.MS_NOEXEC,
+			Data: fmt.Sprintf("mode=0755,uid=%d,gid=%d,size=%d", sandboxUID, sandboxGID, l.QueryTmpfsBytes)},
+		{Source: sc.awf, Destination: "/awf", Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | common | unix.MS_NOEXEC},
+	}
+	if t.Repo != "" {
+		ms = append(ms, &configs.Mount{
+			Source: "overlay", Destination: isolate.RepoDir, Device: "overlay", Flags: common,
+			Data: fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", t.Repo, sc.upper, sc.work, overlayOptions),
+		})
+	}
+	return ms
+}
+
+// allowedDevices are the device nodes created in /dev: null, zero, full,
+// random, urandom and tty.
+func allowedDevices() []*devcfg.Device {
+	var out []*devcfg.Device
+	for _, d := range specconv.AllowedDevices {
+		if d.Path != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// deviceRules deny every device and allow only the nodes in allowedDevices.
+func deviceRules() []*devcfg.Rule {
+	rules := []*devcfg.Rule{{Type: devcfg.WildcardDevice, Major: devcfg.Wildcard, Minor: devcfg.Wildcard, Permissions: "rwm", Allow: false}}
+	for _, d := range allowedDevices() {
+		rule := d.Rule
+		rules = append(rules, &rule)
+	}
+	return rules
+}

@@ -1,0 +1,126 @@
+package direct_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// probeScript reports, from inside the sandbox, the state of every control.
+const probeScript = `import os, json, sys
+r = {}
+r["ifaces"] = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
+st = {}
+for l in open("/proc/self/status"):
+    k, _, v = l.partition(":")
+    st[k] = v.strip()
+for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
+    r[k] = st[k]
+r["ids"] = [os.getuid(), os.geteuid(), os.getgid(), os.getegid()]
+r["groups"] = os.getgroups()
+r["visible"] = [p for p in sys.argv[1:] + ["/etc/shadow", "/root", "/home", "/usr/local", "/var", "/bin/sh",
+    "/sys/fs/cgroup", "/usr/lib/python3/dist-packages"] if os.path.lexists(p)]
+ro = {}
+for p in ("/usr/bin/x", "/etc/x", "/x", "/awf/x", "/awf/query-script.py", "/proc/sys/kernel/hostname"):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        ro[p] = 0
+    except OSError as e:
+        ro[p] = e.errno
+r["readonly"] = ro
+wr = {}
+for p in ("/tmp/x", "/query/x", "/query/repo/x"):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        wr[p] = 0
+    except OSError as e:
+        wr[p] = e.errno
+r["writable"] = wr
+r["hostname"] = os.uname().nodename
+r["pids"] = sorted(int(x) for x in os.listdir("/proc") if x.isdigit())
+r["root"] = sorted(os.listdir("/"))
+r["cwd"] = os.getcwd()
+r["env"] = sorted(os.environ)
+json.dump(r, open("/query/out", "w"))
+`
+
+// TestControlsFromInside runs the probe under every control and checks each
+// one from inside the sandbox.
+func TestControlsFromInside(t *testing.T) {
+	e := newEnv(t)
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("secret"), 0o644))
+	tpl := e.template(t, seedRepo(t))
+	script := "import sys\nsys.argv = ['probe', " + fmt.Sprintf("%q", secret) + "]\n" + probeScript
+	m := decodeOut(t, e.run(t, tpl, script))
+
+	assert.Equal(t, []any{"lo"}, m["ifaces"], "only the loopback interface")
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		assert.Equal(t, "0000000000000000", m[k], k)
+	}
+	assert.Equal(t, "1", m["NoNewPrivs"])
+	assert.Equal(t, "2", m["Seccomp"], "seccomp filter mode")
+	assert.Equal(t, []any{65534.0, 65534.0, 65534.0, 65534.0}, m["ids"])
+	assert.Empty(t, m["groups"])
+	assert.Empty(t, m["visible"], "host paths visible in the sandbox")
+	for p, errno := range m["readonly"].(map[string]any) {
+		assert.Equal(t, 30.0, errno, "%s must be read-only (EROFS)", p)
+	}
+	for p, errno := range m["writable"].(map[string]any) {
+		assert.Equal(t, 0.0, errno, "%s must be writable", p)
+	}
+	assert.Equal(t, "sandbox", m["hostname"])
+	assert.Equal(t, []any{1.0}, m["pids"], "the job is alone in its pid namespace")
+	assert.Equal(t, []any{"awf", "dev", "etc", "lib", "lib64", "proc", "query", "sys", "tmp", "usr"}, m["root"])
+	assert.Equal(t, isolate.QueryDir, m["cwd"])
+	assert.Equal(t, []any{"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE"}, m["env"])
+}
+
+// TestNetworkIsolated proves a host listener on 127.0.0.1 is unreachable:
+// under the policy the socket call itself is fatal, and with the filter
+// removed the separate network namespace still refuses the connection.
+func TestNetworkIsolated(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	script := fmt.Sprintf(`import socket, json
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=5).close()
+    r = "connected"
+except OSError as e:
+    r = e.errno
+json.dump({"connect": r}, open("/query/out", "w"))
+`, port)
+
+	o := e.run(t, e.template(t, ""), script)
+	assert.Equal(t, isolate.KindSeccompKill, o.Kind, "an inet socket is outside the policy: %s", o.Detail)
+
+	tpl := e.template(t, "")
+	tpl.Weaken.NoSeccomp = true
+	m := decodeOut(t, e.run(t, tpl, script))
+	assert.Equal(t, 111.0, m["connect"], "ECONNREFUSED: the host's loopback is another namespace")
+}
+
+// seedRepo creates a small read-only seed owned by the sandbox user.
+func seedRepo(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "seed")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("seed a\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "b.txt"), []byte("seed b\n"), 0o644))
+	for _, p := range []string{dir, filepath.Join(dir, "sub"), filepath.Join(dir, "a.txt"), filepath.Join(dir, "sub", "b.txt")} {
+		require.NoError(t, os.Chown(p, 65534, 65534))
+	}
+	return dir
+}

@@ -1,0 +1,100 @@
+package direct
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// bindReadOnly makes dst a read-only, nosuid, nodev bind of src.
+func bindReadOnly(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return fmt.Errorf("bind %s: %w", dst, err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		_ = unix.Unmount(dst, unix.MNT_DETACH)
+		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+// mountTmpfs mounts a size-capped private tmpfs on dir.
+func mountTmpfs(dir string, size int64) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("tmpfs %s: %w", dir, err)
+	}
+	data := fmt.Sprintf("size=%d,mode=0700,nr_inodes=%d", size, 1<<16)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return fmt.Errorf("tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountAndRemove detaches every mount on dir and removes the directory.
+// A missing dir is fine.
+func unmountAndRemove(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for i := 0; i < 8 && mountedAt(dir); i++ {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+	if mounted(dir) {
+		return fmt.Errorf("unmount %s: still mounted", dir)
+	}
+	var err error
+	for i := 0; i < 5; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("remove %s: %w", dir, err)
+}
+
+// mountedAt reports whether something is mounted exactly at dir.
+func mountedAt(dir string) bool {
+	for _, m := range mountPoints() {
+		if m == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// mounted reports whether anything is mounted at or below dir.
+func mounted(dir string) bool {
+	for _, m := range mountPoints() {
+		if m == dir || strings.HasPrefix(m, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// mountPoints lists this mount namespace's mount points (octal escapes in
+// mountinfo are left as they are: the runtime's own paths have none).
+func mountPoints() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package direct
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// readOutput reads /query/out through the sandbox's /query dirfd without
+// following any link, crossing any mount or blocking on a fifo, and only if
+// it is a regular file of at most limit bytes.
+func readOutput(qfd int, limit int64) ([]byte, isolate.Kind, string) {
+	fd, err := unix.Openat2(qfd, filepath.Base(isolate.OutputPath), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, isolate.KindOutputMissing, "no " + isolate.OutputPath
+	case err != nil:
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("open %s: %v", isolate.OutputPath, err)
+	}
+	f := os.NewFile(uintptr(fd), isolate.OutputPath)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("stat %s: %v", isolate.OutputPath, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("%s is not a regular file (%v)", isolate.OutputPath, fi.Mode().Type())
+	}
+	if fi.Size() > limit {
+		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s has %d bytes, cap %d", isolate.OutputPath, fi.Size(), limit)
+	}
+	buf := make([]byte, limit+1)
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil || m == 0 {
+			break
+		}
+	}
+	if int64(n) > limit {
+		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s is over the cap of %d bytes", isolate.OutputPath, limit)
+	}
+	return buf[:n], isolate.KindOK, ""
+}
+
+// findFileAtLimit looks, within a bounded walk of the host-side upper layer,
+// for a regular file that reached the file-size limit. CPython ignores
+// SIGXFSZ, so a script stopped by RLIMIT_FSIZE just fails with EFBIG.
+func findFileAtLimit(dir string, limit int64) string {
+	const maxEntries = 4096
+	seen := 0
+	found := ""
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		seen++
+		if seen > maxEntries {
+			return filepath.SkipAll
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil && fi.Size() >= limit {
+				found = p
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// capWriter keeps the first max bytes written and silently drops the rest,
+// so the job's output is always drained and never blocks it.
+type capWriter struct {
+	mu      sync.Mutex
+	max     int64
+	buf     []byte
+	dropped int64
+}
+
+func newCapWriter(max int64) *capWriter { return &capWriter{max: max} }
+
+// Write implements io.Writer; it never fails.
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	room := w.max - int64(len(w.buf))
+	if room > int64(len(p)) {
+		room = int64(len(p))
+	}
+	if room > 0 {
+		w.buf = append(w.buf, p[:room]...)
+	}
+	w.dropped += int64(len(p)) - max(room, 0)
+	return len(p), nil
+}
+
+// Bytes returns a copy of what was kept.
+func (w *capWriter) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]byte(nil), w.buf...)
+}
+
+// exitInfo is a decoded process status.
+type exitInfo struct {
+	code   int
+	signal string
+	signo  unix.Signal
+}
+
+func exitStatus(ps *os.ProcessState) exitInfo {
+	if ps == nil {
+		return exitInfo{code: -1}
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return exitInfo{code: ps.ExitCode()}
+	}
+	if ws.Signaled() {
+		sig := unix.Signal(ws.Signal())
+		return exitInfo{code: -1, signal: unix.SignalName(sig), signo: sig}
+	}
+	return exitInfo{code: ws.ExitStatus()}
+}

@@ -1,0 +1,525 @@
+package direct
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// Deadlines for steps that have no context of their own.
+const (
+	killWait      = 5 * time.Second // from SIGKILL to a reaped init
+	scriptMode    = 0o444
+	scratchExtra  = 1 << 20 // room for the script next to the upper layer
+	maxScriptSize = 1 << 20
+)
+
+// scratchDirs are one sandbox's host directories, all on its scratch tmpfs.
+type scratchDirs struct {
+	root  string // tmpfs mount point
+	awf   string // bound read-only at /awf; holds the script
+	upper string // overlay upper layer
+	work  string // overlay work dir
+}
+
+func newScratch(root string) scratchDirs {
+	return scratchDirs{root: root, awf: filepath.Join(root, "awf"), upper: filepath.Join(root, "upper"), work: filepath.Join(root, "work")}
+}
+
+// sandbox is one prepared, single-use direct sandbox.
+type sandbox struct {
+	r      *Runtime
+	t      isolate.Template
+	id     string
+	ent    entry
+	sc     scratchDirs
+	root   string // read-only bind of the root filesystem
+	argv   []string
+	ctr    *libcontainer.Container
+	proc   *libcontainer.Process
+	pid    int
+	qfd    int // O_PATH fd of the sandbox's /query, -1 when closed
+	stdout *capWriter
+	stderr *capWriter
+	done   chan struct{} // closed when init has been reaped
+	ps     *os.ProcessState
+	werr   error
+
+	mu        sync.Mutex
+	used      bool
+	destroyed bool
+}
+
+// Prepare implements isolate.Runtime: it creates the container and starts
+// its init, which sets up every control and then waits before exec.
+func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	return r.prepare(ctx, t, isolate.DefaultArgv)
+}
+
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string) (*sandbox, error) {
+	if err := r.Usable(); err != nil {
+		return nil, err
+	}
+	if err := checkTemplate(t); err != nil {
+		return nil, err
+	}
+	root, err := r.rootBindFor(t.RootFS)
+	if err != nil {
+		return nil, err
+	}
+	id := fmt.Sprintf("awf-%s-%d", r.runID, r.seq.Add(1))
+	sb := &sandbox{
+		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), root: root, argv: argv, qfd: -1,
+		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
+		done: make(chan struct{}),
+	}
+	sb.ent = entry{
+		Kind: entrySandbox, Name: id, RunID: r.runID, Container: id, Scratch: sb.sc.root,
+		CgroupPaths: r.cg.leafPaths(id), Created: time.Now().UTC(),
+	}
+	if err := r.track(sb.ent); err != nil {
+		return nil, err
+	}
+	if err := sb.start(ctx); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if derr := sb.Destroy(dctx); derr != nil {
+			return nil, fmt.Errorf("direct: prepare: %w (and cleanup: %v)", err, derr)
+		}
+		return nil, fmt.Errorf("direct: prepare: %w", err)
+	}
+	return sb, nil
+}
+
+// checkTemplate validates what Prepare is given.
+func checkTemplate(t isolate.Template) error {
+	if err := t.Limits.Validate(); err != nil {
+		return fmt.Errorf("direct: %w", err)
+	}
+	if t.Policy == nil && !t.Weaken.NoSeccomp {
+		return errors.New("direct: no seccomp policy: failing closed")
+	}
+	if !filepath.IsAbs(t.RootFS) {
+		return fmt.Errorf("direct: rootfs %q must be absolute", t.RootFS)
+	}
+	if t.Repo != "" {
+		if !filepath.IsAbs(t.Repo) || strings.ContainsAny(t.Repo, ",:\\\n") {
+			return fmt.Errorf("direct: repo path %q must be absolute and free of , : \\", t.Repo)
+		}
+		fi, err := os.Stat(t.Repo)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("direct: repo %s is not a directory", t.Repo)
+		}
+	}
+	return nil
+}
+
+// track journals e and marks it live.
+func (r *Runtime) track(e entry) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := writeJournal(r.journal, e); err != nil {
+		return fmt.Errorf("direct: %w", err)
+	}
+	r.active[e.Name] = true
+	return nil
+}
+
+// untrack removes a reclaimed resource from the journal.
+func (r *Runtime) untrack(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.active, name)
+	return removeJournal(r.journal, name)
+}
+
+// rootBindFor returns a read-only bind of the root filesystem, made once per
+// runtime, so that nothing can ever write into the shared tree.
+func (r *Runtime) rootBindFor(rootfs string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if dst, ok := r.rootBind[rootfs]; ok {
+		return dst, nil
+	}
+	fi, err := os.Lstat(rootfs)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("direct: rootfs %s is not a directory", rootfs)
+	}
+	base := fmt.Sprintf("%s-%d", r.runID, len(r.rootBind)+1)
+	dst := filepath.Join(r.roots, base)
+	e := entry{Kind: entryRoot, Name: "root-" + base, RunID: r.runID, Mount: dst, Created: time.Now().UTC()}
+	if err := writeJournal(r.journal, e); err != nil {
+		return "", fmt.Errorf("direct: %w", err)
+	}
+	r.active[e.Name] = true
+	if err := bindReadOnly(rootfs, dst); err != nil {
+		return "", fmt.Errorf("direct: %w", err)
+	}
+	r.rootBind[rootfs] = dst
+	return dst, nil
+}
+
+// start makes the scratch tmpfs, creates the container and starts init.
+func (sb *sandbox) start(ctx context.Context) error {
+	l := sb.t.Limits
+	if err := mountTmpfs(sb.sc.root, l.RepoUpperBytes+scratchExtra); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+		uid  int
+	}{{sb.sc.awf, 0o755, 0}, {sb.sc.upper, 0o755, sandboxUID}, {sb.sc.work, 0o700, 0}} {
+		if err := os.Mkdir(d.path, d.mode); err != nil {
+			return fmt.Errorf("scratch: %w", err)
+		}
+		if err := os.Chown(d.path, d.uid, d.uid); err != nil {
+			return fmt.Errorf("scratch: %w", err)
+		}
+	}
+	if err := os.Chmod(sb.sc.root, 0o711); err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	cfg, err := sb.r.containerConfig(sb.id, sb.root, sb.t, sb.sc)
+	if err != nil {
+		return err
+	}
+	ctr, err := libcontainer.Create(sb.r.libct, sb.id, cfg)
+	if err != nil {
+		return fmt.Errorf("create container: %w", err)
+	}
+	sb.ctr = ctr
+	sb.proc = &libcontainer.Process{
+		Args:   sb.argv,
+		Env:    sandboxEnv,
+		UID:    sandboxUID,
+		GID:    sandboxGID,
+		Cwd:    isolate.QueryDir,
+		Stdout: sb.stdout,
+		Stderr: sb.stderr,
+		Init:   true,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- ctr.Start(sb.proc) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		// Start has no context: let it finish in the background and make
+		// sure the container is torn down after it.
+		go func() {
+			<-errc
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if derr := sb.teardown(dctx); derr != nil {
+				sb.r.markBroken(derr)
+			}
+		}()
+		return fmt.Errorf("start container: %w", ctx.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("start container: %w", err)
+	}
+	pid, err := sb.proc.Pid()
+	if err != nil {
+		return fmt.Errorf("init pid: %w", err)
+	}
+	sb.pid = pid
+	go func() {
+		sb.ps, sb.werr = sb.proc.Wait()
+		close(sb.done)
+	}()
+	// Init has finished its mounts and pivot_root and waits on the exec
+	// fifo: no untrusted code has run yet, so this path resolves inside the
+	// sandbox's own /query tmpfs. The fd keeps that tmpfs alive after exit.
+	qfd, err := unix.Open(fmt.Sprintf("/proc/%d/root%s", pid, isolate.QueryDir), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open sandbox %s: %w", isolate.QueryDir, err)
+	}
+	sb.qfd = qfd
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(qfd, &sfs); err != nil || sfs.Type != unix.TMPFS_MAGIC {
+		return fmt.Errorf("sandbox %s is not its tmpfs", isolate.QueryDir)
+	}
+	return nil
+}
+
+// Exec implements isolate.Sandbox.
+func (sb *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
+	sb.mu.Lock()
+	if sb.used || sb.destroyed {
+		sb.mu.Unlock()
+		return isolate.Err(isolate.KindLaunchFailed, "sandbox %s already used", sb.id)
+	}
+	sb.used = true
+	sb.mu.Unlock()
+	if err := sb.r.Usable(); err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "%v", err)
+	}
+	argv := job.Argv
+	if len(argv) == 0 {
+		argv = isolate.DefaultArgv
+	}
+	if !slices.Equal(argv, sb.argv) {
+		return sb.execOther(ctx, job, argv)
+	}
+	return sb.exec(ctx, job)
+}
+
+// execOther runs a job whose argv differs from the prepared one: the argv
+// is fixed when init starts, so it prepares a fresh sandbox for it.
+func (sb *sandbox) execOther(ctx context.Context, job isolate.Job, argv []string) isolate.Outcome {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := sb.Destroy(dctx)
+	cancel()
+	if err != nil {
+		return isolate.Err(isolate.KindCleanupFailed, "replace prepared sandbox: %v", err)
+	}
+	t0 := time.Now()
+	other, err := sb.r.prepare(ctx, sb.t, slices.Clone(argv))
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "prepare for argv: %v", err)
+	}
+	other.used = true
+	out := other.exec(ctx, job)
+	out.Timings.Start += time.Since(t0) - out.Timings.Run - out.Timings.Read
+	dctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := other.Destroy(dctx); err != nil {
+		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("destroy after %s: %v", out.Kind, err), Timings: out.Timings}
+	}
+	return out
+}
+
+// exec places the script, releases init, waits under the wall deadline and
+// reads the verdict from the outside.
+func (sb *sandbox) exec(ctx context.Context, job isolate.Job) isolate.Outcome {
+	l := sb.t.Limits
+	t0 := time.Now()
+	if len(job.Script) > maxScriptSize {
+		return isolate.Err(isolate.KindLaunchFailed, "script of %d bytes is over %d", len(job.Script), maxScriptSize)
+	}
+	if err := os.WriteFile(filepath.Join(sb.sc.awf, filepath.Base(isolate.ScriptPath)), job.Script, scriptMode); err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "place script: %v", err)
+	}
+	sb.ent.InvocationID = job.InvocationID
+	if err := sb.r.track(sb.ent); err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "%v", err)
+	}
+	wall := time.NewTimer(l.Wall)
+	defer wall.Stop()
+	timedOut := false
+	kill := func() {
+		_ = sb.ctr.Signal(unix.SIGKILL)
+		if sb.r.cg.v2() {
+			sb.r.cg.killLeaf(sb.id)
+		}
+	}
+	execErr := make(chan error, 1)
+	go func() { execErr <- sb.ctr.Exec() }()
+	var err error
+	select {
+	case err = <-execErr:
+	case <-wall.C:
+		timedOut = true
+		kill()
+		err = <-execErr
+	case <-ctx.Done():
+		timedOut = true
+		kill()
+		err = <-execErr
+	}
+	started := time.Now()
+	out := isolate.Outcome{ExitCode: -1}
+	out.Timings.Start = started.Sub(t0)
+	if err != nil && !timedOut {
+		kill()
+		sb.waitReaped()
+		o := isolate.Err(isolate.KindLaunchFailed, "exec: %v", err)
+		o.Stdout, o.Stderr = sb.stdout.Bytes(), sb.stderr.Bytes()
+		o.Timings = out.Timings
+		return o
+	}
+	if err == nil && !timedOut && job.OnStart != nil {
+		job.OnStart(sb.pid)
+	}
+	if !timedOut {
+		select {
+		case <-sb.done:
+		case <-wall.C:
+			timedOut = true
+			kill()
+		case <-ctx.Done():
+			timedOut = true
+			kill()
+		}
+	}
+	if !sb.waitReaped() {
+		out.Timings.Run = time.Since(started)
+		o := isolate.Err(isolate.KindCleanupFailed, "init %d not reaped %v after SIGKILL", sb.pid, killWait)
+		o.Timings = out.Timings
+		return o
+	}
+	out.Timings.Run = time.Since(started)
+	t1 := time.Now()
+	out = sb.verdict(out, timedOut, ctx.Err())
+	out.Timings.Read = time.Since(t1)
+	return out
+}
+
+// waitReaped waits, bounded, for init to be reaped after it was killed or
+// exited.
+func (sb *sandbox) waitReaped() bool {
+	select {
+	case <-sb.done:
+		return true
+	case <-time.After(killWait):
+	}
+	_ = sb.ctr.Signal(unix.SIGKILL)
+	sb.r.cg.killLeaf(sb.id)
+	select {
+	case <-sb.done:
+		return true
+	case <-time.After(killWait):
+		return false
+	}
+}
+
+// verdict classifies a finished job.
+func (sb *sandbox) verdict(out isolate.Outcome, timedOut bool, ctxErr error) isolate.Outcome {
+	l := sb.t.Limits
+	out.Stdout, out.Stderr = sb.stdout.Bytes(), sb.stderr.Bytes()
+	status := exitStatus(sb.ps)
+	out.ExitCode, out.Signal = status.code, status.signal
+	c, cerr := sb.r.cg.readCounters(sb.id)
+	if cerr != nil {
+		// Without the counters a limit could be misreported as a plain
+		// failure; fail the run rather than guess.
+		return withKind(out, isolate.KindCleanupFailed, "read cgroup counters: %v", cerr)
+	}
+	switch {
+	case timedOut && ctxErr != nil:
+		return withKind(out, isolate.KindTimeout, "aborted: %v", ctxErr)
+	case timedOut:
+		return withKind(out, isolate.KindTimeout, "wall-clock deadline %v reached", l.Wall)
+	case c.oomKills > 0:
+		return withKind(out, isolate.KindOOM, "memory limit %d bytes: %d OOM kills", l.MemoryBytes, c.oomKills)
+	case status.signo == unix.SIGSYS:
+		return withKind(out, isolate.KindSeccompKill, "killed by SIGSYS: forbidden system call")
+	case status.signo == unix.SIGXFSZ:
+		return withKind(out, isolate.KindFileSizeLimit, "killed by SIGXFSZ: file size limit %d bytes", l.FileSizeBytes)
+	}
+	if status.code != 0 {
+		if c.pidsMax > 0 {
+			return withKind(out, isolate.KindPidsLimit, "pids limit %d refused %d forks", l.Pids, c.pidsMax)
+		}
+		if p := findFileAtLimit(sb.sc.upper, l.FileSizeBytes); p != "" {
+			return withKind(out, isolate.KindFileSizeLimit, "a file reached the size limit %d bytes", l.FileSizeBytes)
+		}
+		if status.signal != "" {
+			return withKind(out, isolate.KindNonzeroExit, "killed by %s", status.signal)
+		}
+		return withKind(out, isolate.KindNonzeroExit, "exit status %d", status.code)
+	}
+	data, kind, detail := readOutput(sb.qfd, l.OutputBytes)
+	if kind != isolate.KindOK {
+		return withKind(out, kind, "%s", detail)
+	}
+	out.Kind = isolate.KindOK
+	out.Output = data
+	return out
+}
+
+func withKind(o isolate.Outcome, k isolate.Kind, format string, args ...any) isolate.Outcome {
+	o.Kind = k
+	o.Detail = fmt.Sprintf(format, args...)
+	return o
+}
+
+// Destroy implements isolate.Sandbox. It is idempotent; a sandbox that
+// cannot be reclaimed marks the runtime unusable.
+func (sb *sandbox) Destroy(ctx context.Context) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.destroyed {
+		return nil
+	}
+	sb.destroyed = true
+	if err := sb.teardown(ctx); err != nil {
+		sb.r.markBroken(err)
+		return err
+	}
+	return nil
+}
+
+// teardown kills init, destroys the container and removes the cgroup leaf,
+// the scratch tmpfs and the journal entry.
+func (sb *sandbox) teardown(ctx context.Context) error {
+	var errs []error
+	if sb.qfd >= 0 {
+		_ = unix.Close(sb.qfd)
+		sb.qfd = -1
+	}
+	if sb.ctr != nil {
+		if sb.pid != 0 {
+			select {
+			case <-sb.done:
+			default:
+				_ = sb.ctr.Signal(unix.SIGKILL)
+				sb.r.cg.killLeaf(sb.id)
+				select {
+				case <-sb.done:
+				case <-ctx.Done():
+					errs = append(errs, fmt.Errorf("init %d of %s not reaped: %w", sb.pid, sb.id, ctx.Err()))
+				}
+			}
+		}
+		if len(errs) == 0 {
+			if err := destroyContainer(ctx, sb.ctr); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := sb.r.cg.removeLeaf(ctx, sb.id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(filepath.Join(sb.r.libct, sb.id)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountAndRemove(sb.sc.root); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, sb.r.untrack(sb.ent.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("direct: destroy %s: %w", sb.id, err)
+	}
+	return nil
+}
+
+// destroyContainer destroys a stopped container, retrying while its cgroup
+// drains, until ctx ends.
+func destroyContainer(ctx context.Context, ctr *libcontainer.Container) error {
+	for {
+		err := ctr.Destroy()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("destroy container %s: %w", ctr.ID(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package direct
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+)
+
+// Sweep implements isolate.Runtime: it reclaims every journalled resource
+// that is not live in this runtime (containers, their processes, cgroup
+// leaves, scratch tmpfs and root binds), and any container state left
+// without a journal entry. A resource that cannot be reclaimed makes the
+// runtime unusable.
+func (r *Runtime) Sweep(ctx context.Context) error {
+	if r.closed.Load() {
+		return errors.New("direct: runtime closed")
+	}
+	ents, err := readJournal(r.journal)
+	if err != nil {
+		r.markBroken(err)
+		return err
+	}
+	var errs []error
+	known := map[string]bool{}
+	for _, e := range ents {
+		known[e.Container] = true
+		if r.isActive(e.Name) {
+			continue
+		}
+		if err := r.reclaim(ctx, e); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.Name, err))
+		}
+	}
+	// Container state without a journal entry cannot come from this
+	// runtime's normal path, but reclaim it all the same.
+	states, _ := os.ReadDir(r.libct)
+	for _, st := range states {
+		id := st.Name()
+		if known[id] || r.isActive(id) || !st.IsDir() || !idPattern.MatchString(id) {
+			continue
+		}
+		if err := r.reclaim(ctx, entry{Kind: entrySandbox, Name: id, Container: id, CgroupPaths: r.cg.leafPaths(id)}); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.markBroken(err)
+		return fmt.Errorf("direct: sweep: %w", err)
+	}
+	return nil
+}
+
+func (r *Runtime) isActive(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active[name]
+}
+
+// reclaim removes one leftover resource.
+func (r *Runtime) reclaim(ctx context.Context, e entry) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var errs []error
+	switch e.Kind {
+	case entryRoot:
+		if !within(e.Mount, r.roots) {
+			return fmt.Errorf("journalled mount %s is outside %s", e.Mount, r.roots)
+		}
+		errs = append(errs, unmountAndRemove(e.Mount))
+	case entrySandbox:
+		if e.Container != "" {
+			if !idPattern.MatchString(e.Container) {
+				return fmt.Errorf("journalled container id %q is invalid", e.Container)
+			}
+			errs = append(errs, r.reclaimContainer(ctx, e.Container))
+		}
+		errs = append(errs, r.reclaimCgroups(ctx, e))
+		if e.Scratch != "" {
+			if !within(e.Scratch, r.scratch) {
+				return fmt.Errorf("journalled scratch %s is outside %s", e.Scratch, r.scratch)
+			}
+			errs = append(errs, unmountAndRemove(e.Scratch))
+		}
+	default:
+		return fmt.Errorf("unknown journal kind %q", e.Kind)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return r.untrack(e.Name)
+}
+
+// reclaimContainer kills and destroys a container a crashed broker left.
+func (r *Runtime) reclaimContainer(ctx context.Context, id string) error {
+	dir := filepath.Join(r.libct, id)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	ctr, err := libcontainer.Load(r.libct, id)
+	if err != nil {
+		// State never completed (crash during Create): the cgroup step
+		// below kills anything left; only the directory remains.
+		return os.RemoveAll(dir)
+	}
+	for {
+		st, err := ctr.Status()
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		if st == libcontainer.Stopped {
+			break
+		}
+		_ = ctr.Signal(unix.SIGKILL)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container %s still %s: %w", id, st, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := destroyContainer(ctx, ctr); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+// reclaimCgroups kills what is left in a sandbox's cgroup leaves and
+// removes them.
+func (r *Runtime) reclaimCgroups(ctx context.Context, e entry) error {
+	var errs []error
+	for _, p := range e.CgroupPaths {
+		if !within(p, cgroupRoot) {
+			errs = append(errs, fmt.Errorf("journalled cgroup %s is outside %s", p, cgroupRoot))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return r.cg.removeLeaf(ctx, e.Container)
+}
