@@ -54,8 +54,8 @@ func firstInvalidUTF8(b []byte) int {
 }
 
 type parser struct {
-	src  string
-	pos  int
+	src   string
+	pos   int
 	stack []Member // scratch stack of the elements/members being parsed
 	slab  []Member // backing store that finished containers are carved from
 }

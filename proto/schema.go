@@ -23,10 +23,10 @@ const (
 // node is one validated schema node.
 type node struct {
 	kind   nodeKind
-	lit    Value   // const
+	lit    Value    // const
 	values []Member // enum (the parsed array's elements)
-	min    int64   // integer
-	max    int64   // integer
+	min    int64    // integer
+	max    int64    // integer
 	names  []string
 	kids   []*node // object fields, tuple items, union variants; kids[0] for array
 	length int     // array
@@ -35,11 +35,11 @@ type node struct {
 // Schema is a parsed, validated finite schema. It is immutable and safe for
 // concurrent use.
 type Schema struct {
-	root    *node
-	text    Value // the schema as parsed, for Compact
-	card    *big.Int // exact; nil above 2^MaxExactCardinalityBits
-	log2    float64
-	charge  int64
+	root   *node
+	text   Value    // the schema as parsed, for Compact
+	card   *big.Int // exact; nil above 2^MaxExactCardinalityBits
+	log2   float64
+	charge int64
 }
 
 // ParseSchema parses schema JSON text strictly (R1–R9) and validates it
@@ -93,8 +93,6 @@ type keySet struct {
 	keys [3]string
 	n    int
 }
-
-func (k keySet) list() []string { return k.keys[:k.n] }
 
 // keysFor returns the exact keys of a node type; n is 0 for an unknown type.
 func keysFor(typ string) keySet {
