@@ -1,65 +1,125 @@
 // Package policy reads, checks and compiles the reviewed seccomp policy files
 // (*.policy) that decide which system calls a sandboxed job may make.
 //
-// STUB: the API below is the contract other packages build against; the
-// policy work replaces the bodies.
+// A policy is plain text, one rule per line, each with a mandatory reason
+// (docs/policy.md). The compiler turns it into libcontainer's seccomp
+// configuration and, through libseccomp, into classic BPF. The decision table
+// is computed by running that BPF, not by reading the rules, so what a
+// reviewer reads is what the kernel enforces.
 package policy
 
 import (
-	"errors"
-
-	"github.com/opencontainers/runc/libcontainer/configs"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
 )
 
-var errStub = errors.New("policy: not implemented yet")
+//go:embed python3.policy
+var defaultSource []byte
+
+// DefaultName is the name of the embedded default policy.
+const DefaultName = "python3.policy"
 
 // Policy is one parsed, validated policy file.
 type Policy struct {
+	// Name is the file name the policy was read from (used in messages).
 	Name string
+	// Version is the policy's own revision number from its header.
+	Version int
+	// DefaultAction applies to every system call no rule names.
+	DefaultAction Action
+	// DefaultReason explains the default action.
+	DefaultReason string
+	// Arches are the architectures the policy was reviewed for.
+	Arches []string
+	// Groups are the rule groups in file order.
+	Groups []Group
+	// Rules are all rules in file order.
+	Rules []Rule
+}
+
+// Group is a named set of consecutive rules.
+type Group struct {
+	Name        string
+	Description string
+	Line        int
 }
 
 // Default returns the embedded default policy (python3.policy).
-func Default() (*Policy, error) { return nil, errStub }
+func Default() (*Policy, error) {
+	return Parse(DefaultName, defaultSource)
+}
+
+// DefaultSource returns the text of the embedded default policy.
+func DefaultSource() []byte {
+	return append([]byte(nil), defaultSource...)
+}
 
 // Load reads and parses a policy file.
-func Load(path string) (*Policy, error) { return nil, errStub }
+func Load(path string) (*Policy, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: read %s: %w", path, err)
+	}
+	return Parse(path, src)
+}
 
-// Parse parses policy text; name is used in error messages.
-func Parse(name string, src []byte) (*Policy, error) { return nil, errStub }
+// Parse parses policy text; name is used in error messages. Errors carry the
+// line and column (name:line:col: message); every error found is reported.
+func Parse(name string, src []byte) (*Policy, error) {
+	p, errs := parse(name, src)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return p, nil
+}
+
+// Canonical renders the policy without comments or alignment: header, then
+// each group and its rules in file order. Two files that differ only in
+// comments or spacing have the same canonical text.
+func (p *Policy) Canonical() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "version %d\n", p.Version)
+	fmt.Fprintf(&b, "default %s : %s\n", p.DefaultAction, p.DefaultReason)
+	fmt.Fprintf(&b, "arch %s\n", strings.Join(p.Arches, " "))
+	for _, g := range p.Groups {
+		fmt.Fprintf(&b, "group %s : %s\n", g.Name, g.Description)
+		for _, r := range p.Rules {
+			if r.Group == g.Name {
+				b.WriteString(r.String())
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return b.String()
+}
 
 // Digest is the sha256 of the canonical policy text.
-func (p *Policy) Digest() string { return "" }
-
-// Libcontainer compiles the policy to libcontainer's seccomp configuration.
-func (p *Policy) Libcontainer() (*configs.Seccomp, error) { return nil, errStub }
-
-// OCI compiles the policy to the OCI runtime-spec seccomp section.
-func (p *Policy) OCI() (*specs.LinuxSeccomp, error) { return nil, errStub }
-
-// DockerJSON renders the policy as a Docker seccomp profile.
-func (p *Policy) DockerJSON() ([]byte, error) { return nil, errStub }
-
-// Table is a decision table: what a filter does for each arch, syscall and argument case.
-type Table struct {
-	Rows []Row
+func (p *Policy) Digest() string {
+	sum := sha256.Sum256([]byte(p.Canonical()))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Row is one line of a decision table.
-type Row struct {
-	Arch    string
-	Syscall string
-	Case    string // argument condition, "" for any
-	Action  string // allow, kill, errno NAME, ...
+// GroupRules returns the rules of group name in file order.
+func (p *Policy) GroupRules(name string) []Rule {
+	var out []Rule
+	for _, r := range p.Rules {
+		if r.Group == name {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
-// Table computes the decision table for arch from the BPF that the policy compiles to.
-func (p *Policy) Table(arch string) (Table, error) { return Table{}, errStub }
-
-// DecodeFilter computes the decision table of a loaded classic-BPF filter.
-func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) { return Table{}, errStub }
-
-// CompareLoaded lists every difference between the golden table and a loaded
-// filter's table, other than the documented additions runc makes.
-func CompareLoaded(golden, loaded Table) []string { return []string{"policy: not implemented"} }
+// HasArch reports whether the policy header lists arch (canonical name).
+func (p *Policy) HasArch(arch string) bool {
+	for _, a := range p.Arches {
+		if a == arch {
+			return true
+		}
+	}
+	return false
+}

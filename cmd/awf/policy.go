@@ -1,4 +1,336 @@
 package main
 
-// cmdPolicy implements "awf policy". STUB: replaced by the owning work.
-var cmdPolicy = notYet("policy")
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/awf-project/awf/policy"
+)
+
+const policyUsage = `usage: awf policy lint FILE...
+       awf policy show FILE
+       awf policy table FILE [--arch A]
+       awf policy diff OLD NEW [--arch A]
+       awf policy bpf FILE [--arch A]
+       awf policy export FILE --format docker|oci|libcontainer
+
+FILE is a *.policy file, "-" for standard input, or "@default" for the
+built-in python3.policy.
+
+lint    reports syntax errors, unknown names, duplicates, dangerous allows and
+        missing reasons; exits 1 if there is any error.
+show    prints the header and the rules by group, with their reasons.
+table   prints the decision table computed from the compiled BPF: one line per
+        arch, syscall and argument case (default: every arch in the header).
+diff    prints the semantic differences between the two decision tables
+        ("+ allow statx (x86_64)"); exits 1 if there are any.
+bpf     prints the libseccomp program (before runc's ENOSYS stub) as a
+        disassembly with its sha256.
+export  prints the host-arch filter as a Docker profile, an OCI seccomp
+        section or libcontainer's configuration (JSON).
+`
+
+// cmdPolicy implements "awf policy".
+func cmdPolicy(ctx context.Context, e env) int {
+	if len(e.args) == 0 {
+		fmt.Fprint(e.stderr, policyUsage)
+		return 2
+	}
+	sub, rest := e.args[0], e.args[1:]
+	pa, err := parsePolicyArgs(rest)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy %s: %v\n%s", sub, err, policyUsage)
+		return 2
+	}
+	switch sub {
+	case "lint":
+		return policyLint(e, pa)
+	case "show":
+		return policyShow(e, pa)
+	case "table":
+		return policyTable(e, pa)
+	case "diff":
+		return policyDiff(e, pa)
+	case "bpf":
+		return policyBPF(e, pa)
+	case "export":
+		return policyExport(e, pa)
+	case "-h", "--help", "help":
+		fmt.Fprint(e.stdout, policyUsage)
+		return 0
+	}
+	fmt.Fprintf(e.stderr, "awf policy: unknown subcommand %q\n%s", sub, policyUsage)
+	return 2
+}
+
+// policyArgs is a parsed policy command line.
+type policyArgs struct {
+	arch   string
+	format string
+	files  []string
+}
+
+func parsePolicyArgs(args []string) (policyArgs, error) {
+	var pa policyArgs
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		switch name {
+		case "--arch", "--format":
+			if !hasVal {
+				if i+1 >= len(args) {
+					return pa, fmt.Errorf("%s needs a value", name)
+				}
+				i++
+				val = args[i]
+			}
+			if name == "--arch" {
+				c, err := policy.CanonicalArch(val)
+				if err != nil {
+					return pa, err
+				}
+				pa.arch = c
+			} else {
+				pa.format = val
+			}
+		case "--":
+			pa.files = append(pa.files, args[i+1:]...)
+			return pa, nil
+		default:
+			if strings.HasPrefix(a, "--") {
+				return pa, fmt.Errorf("unknown flag %s", a)
+			}
+			pa.files = append(pa.files, a)
+		}
+	}
+	return pa, nil
+}
+
+// readPolicySource returns a policy's name and text.
+func readPolicySource(stdin io.Reader, file string) (string, []byte, error) {
+	switch file {
+	case "@default":
+		return policy.DefaultName, policy.DefaultSource(), nil
+	case "-":
+		src, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
+		return "<stdin>", src, err
+	}
+	src, err := os.ReadFile(file)
+	return file, src, err
+}
+
+func loadPolicy(e env, file string) (*policy.Policy, bool) {
+	name, src, err := readPolicySource(e.stdin, file)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy: %v\n", err)
+		return nil, false
+	}
+	p, err := policy.Parse(name, src)
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return nil, false
+	}
+	return p, true
+}
+
+func oneFile(e env, pa policyArgs, sub string) bool {
+	if len(pa.files) != 1 {
+		fmt.Fprintf(e.stderr, "awf policy %s: want exactly one FILE\n%s", sub, policyUsage)
+		return false
+	}
+	return true
+}
+
+func policyLint(e env, pa policyArgs) int {
+	if len(pa.files) == 0 {
+		fmt.Fprintf(e.stderr, "awf policy lint: want at least one FILE\n%s", policyUsage)
+		return 2
+	}
+	status := 0
+	for _, f := range pa.files {
+		name, src, err := readPolicySource(e.stdin, f)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf policy lint: %v\n", err)
+			status = 1
+			continue
+		}
+		findings := policy.Lint(name, src)
+		for _, fd := range findings {
+			fmt.Fprintln(e.stdout, fd.String())
+		}
+		if policy.HasErrors(findings) {
+			status = 1
+			continue
+		}
+		p, err := policy.Parse(name, src)
+		if err != nil {
+			fmt.Fprintln(e.stderr, err)
+			status = 1
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: ok: version %d, %d rules in %d groups, %s\n", name, p.Version, len(p.Rules), len(p.Groups), p.Digest())
+	}
+	return status
+}
+
+func policyShow(e env, pa policyArgs) int {
+	if !oneFile(e, pa, "show") {
+		return 2
+	}
+	p, ok := loadPolicy(e, pa.files[0])
+	if !ok {
+		return 1
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "policy  %s (version %d, %s)\n", p.Name, p.Version, p.Digest())
+	fmt.Fprintf(w, "arch    %s\n", strings.Join(p.Arches, " "))
+	fmt.Fprintf(w, "default %s: %s\n", p.DefaultAction, p.DefaultReason)
+	for _, g := range p.Groups {
+		rules := p.GroupRules(g.Name)
+		fmt.Fprintf(w, "\n[%s] %s (%d rules)\n", g.Name, g.Description, len(rules))
+		for _, r := range rules {
+			head := r.Action.String() + " " + r.Syscall
+			if c := r.Condition(); c != "" {
+				head += " if " + c
+			}
+			if r.Sensitive {
+				head += " +sensitive"
+			}
+			fmt.Fprintf(w, "  %-40s %s\n", head, r.Reason)
+		}
+	}
+	return 0
+}
+
+// tables computes p's table for arch, or for every arch in its header.
+func tables(p *policy.Policy, arch string) (policy.Table, error) {
+	archs := p.Arches
+	if arch != "" {
+		archs = []string{arch}
+	}
+	var ts []policy.Table
+	for _, a := range archs {
+		t, err := p.Table(a)
+		if err != nil {
+			return policy.Table{}, err
+		}
+		ts = append(ts, t)
+	}
+	return policy.Merge(ts...), nil
+}
+
+func policyTable(e env, pa policyArgs) int {
+	if !oneFile(e, pa, "table") {
+		return 2
+	}
+	p, ok := loadPolicy(e, pa.files[0])
+	if !ok {
+		return 1
+	}
+	t, err := tables(p, pa.arch)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy table: %v\n", err)
+		return 1
+	}
+	if _, err := t.WriteTo(e.stdout); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func policyDiff(e env, pa policyArgs) int {
+	if len(pa.files) != 2 {
+		fmt.Fprintf(e.stderr, "awf policy diff: want OLD and NEW\n%s", policyUsage)
+		return 2
+	}
+	var ts [2]policy.Table
+	for i, f := range pa.files {
+		p, ok := loadPolicy(e, f)
+		if !ok {
+			return 2
+		}
+		arch := pa.arch
+		t, err := tables(p, arch)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
+			return 2
+		}
+		ts[i] = t
+	}
+	lines := policy.Diff(ts[0], ts[1])
+	for _, l := range lines {
+		fmt.Fprintln(e.stdout, l)
+	}
+	if len(lines) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func policyBPF(e env, pa policyArgs) int {
+	if !oneFile(e, pa, "bpf") {
+		return 2
+	}
+	p, ok := loadPolicy(e, pa.files[0])
+	if !ok {
+		return 1
+	}
+	archs := p.Arches
+	if pa.arch != "" {
+		archs = []string{pa.arch}
+	}
+	for _, a := range archs {
+		prog, err := p.BPF(a)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf policy bpf: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(e.stdout, "# %s %s: %d instructions, libseccomp %s (before runc's ENOSYS stub)\n", p.Name, a, len(prog), policy.LibseccompVersion())
+		for _, l := range policy.Disassemble(prog) {
+			fmt.Fprintln(e.stdout, l)
+		}
+		fmt.Fprintf(e.stdout, "%s  %s\n", policy.ProgramSHA256(prog), a)
+	}
+	return 0
+}
+
+func policyExport(e env, pa policyArgs) int {
+	if !oneFile(e, pa, "export") {
+		return 2
+	}
+	p, ok := loadPolicy(e, pa.files[0])
+	if !ok {
+		return 1
+	}
+	var out []byte
+	var err error
+	switch pa.format {
+	case "docker":
+		out, err = p.DockerJSON()
+	case "oci":
+		var v any
+		if v, err = p.OCI(); err == nil {
+			out, err = json.MarshalIndent(v, "", "  ")
+			out = append(out, '\n')
+		}
+	case "libcontainer":
+		var v any
+		if v, err = p.Libcontainer(); err == nil {
+			out, err = json.MarshalIndent(v, "", "  ")
+			out = append(out, '\n')
+		}
+	default:
+		fmt.Fprintf(e.stderr, "awf policy export: --format must be docker, oci or libcontainer\n")
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy export: %v\n", err)
+		return 1
+	}
+	_, _ = e.stdout.Write(out)
+	return 0
+}

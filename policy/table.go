@@ -1,0 +1,357 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Table is a decision table: what a filter does for each arch, syscall and argument case.
+type Table struct {
+	Rows []Row
+	// Default is the action for syscall numbers no rule names. Table sets it
+	// from the policy; DecodeFilter measures it (the most common action).
+	Default string
+	// ENOSYSFrom is, per arch, the first syscall number runc's patchbpf
+	// answers with ENOSYS when it loads this policy: one above the highest
+	// number the policy names. Policy.Table sets it; decoded tables leave it
+	// empty and CompareLoaded infers the tail.
+	ENOSYSFrom map[string]uint32
+}
+
+// Row is one line of a decision table.
+type Row struct {
+	Arch    string
+	Syscall string
+	Case    string // argument condition, "" for any
+	Action  string // allow, kill, errno NAME, ...
+	// Nr and Last are the syscall numbers the row covers. A named syscall
+	// has Nr == Last; unassigned numbers are grouped ("#335-#386"). The
+	// row for the arch's 32-bit compat ABI ("*") has neither.
+	Nr, Last uint32
+}
+
+// String renders the row as one table line.
+func (r Row) String() string {
+	s := fmt.Sprintf("%-8s %-24s %s", r.Arch, r.Syscall, r.Action)
+	switch r.Case {
+	case "":
+	case otherwiseCase:
+		s += " " + otherwiseCase
+	default:
+		s += " if " + r.Case
+	}
+	return strings.TrimRight(s, " ")
+}
+
+// compatSyscall marks the row for a foreign ABI on the same CPU.
+const compatSyscall = "*"
+
+// Table computes the decision table for arch from the BPF that the policy compiles to.
+func (p *Policy) Table(arch string) (Table, error) {
+	prog, err := p.BPF(arch)
+	if err != nil {
+		return Table{}, err
+	}
+	t, err := DecodeFilter(arch, prog)
+	if err != nil {
+		return Table{}, fmt.Errorf("policy %s: %w", p.Name, err)
+	}
+	measured := t.Default
+	t.Default = tableAction(p.DefaultAction)
+	if measured != t.Default {
+		return Table{}, fmt.Errorf("policy %s (%s): filter's most common action is %q, the header says %q", p.Name, arch, measured, t.Default)
+	}
+	if from, ok := p.enosysFrom(arch); ok {
+		t.ENOSYSFrom = map[string]uint32{t.Rows[0].Arch: from}
+	}
+	return t, nil
+}
+
+// enosysFrom is where runc's patchbpf starts answering ENOSYS for arch: one
+// above the highest syscall number the configuration names (including rules
+// that repeat the default). There is no stub when the default already is
+// ENOSYS.
+func (p *Policy) enosysFrom(arch string) (uint32, bool) {
+	a, err := lookupArch(arch)
+	if err != nil {
+		return 0, false
+	}
+	if p.DefaultAction.Kind == ActAllow || p.DefaultAction.Kind == ActErrno && p.DefaultAction.Errno == unix.ENOSYS {
+		return 0, false
+	}
+	highest, any := 0, false
+	for _, c := range p.calls(a) {
+		if nr, ok := syscallNumber(c.rule.Syscall, a); ok && nr >= highest {
+			highest, any = nr, true
+		}
+	}
+	if !any {
+		return 0, false
+	}
+	return uint32(highest) + 1, true
+}
+
+// tableAction spells a policy action the way tables do.
+func tableAction(a Action) string {
+	switch a.Kind {
+	case ActAllow:
+		return "allow"
+	case ActErrno:
+		return "errno " + errnoName(a.Errno)
+	}
+	return "kill"
+}
+
+// DecodeFilter computes the decision table of a loaded classic-BPF filter.
+// It evaluates the program for every syscall number below 1024 (and around
+// larger numbers the program tests), exploring every argument path, and for
+// the arch's 32-bit compat ABI.
+func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
+	a, err := lookupArch(arch)
+	if err != nil {
+		return Table{}, err
+	}
+	if err := validate(prog); err != nil {
+		return Table{}, fmt.Errorf("decode filter: %w", err)
+	}
+	var rows []Row
+	counts := map[string]int{}
+	var pending *Row // coalesces consecutive unassigned numbers
+	pendingSig := ""
+	flush := func() {
+		if pending != nil {
+			rows = append(rows, *pending)
+			pending = nil
+		}
+	}
+	for _, nr := range nrProbes(prog) {
+		name, named := syscallName(int(nr), a)
+		if a.x32Bit != 0 && nr&a.x32Bit != 0 {
+			named = false
+		}
+		label := func(word int, v uint32) string {
+			if !named || word < 4 || word%2 != 0 {
+				return ""
+			}
+			return labelValue(name, uint(word-4)/2, uint64(v))
+		}
+		outs := explore(prog, a.audit, nr, label)
+		if named {
+			flush()
+			for _, o := range collapse(outs) {
+				rows = append(rows, Row{Arch: a.name, Syscall: name, Case: o.cond, Action: o.action, Nr: nr, Last: nr})
+				counts[o.action]++
+			}
+			continue
+		}
+		cs := collapse(outs)
+		sig := fmt.Sprint(cs)
+		if pending != nil && sig == pendingSig && nr == pending.Last+1 && nr < probeLimit {
+			pending.Last = nr
+			pending.Syscall = fmt.Sprintf("#%d-#%d", pending.Nr, nr)
+			continue
+		}
+		flush()
+		for _, o := range cs {
+			r := Row{Arch: a.name, Syscall: numberName(nr), Case: o.cond, Action: o.action, Nr: nr, Last: nr}
+			if len(cs) == 1 && nr < probeLimit {
+				pending, pendingSig = &r, sig
+				continue
+			}
+			rows = append(rows, r)
+		}
+	}
+	flush()
+	d := data{1: a.compatAudit}
+	ret, _ := run(prog, &d)
+	rows = append(rows, Row{Arch: a.compatName, Syscall: compatSyscall, Action: ActionString(ret)})
+	sortRows(rows)
+	return Table{Rows: rows, Default: mostCommon(counts)}, nil
+}
+
+func numberName(nr uint32) string {
+	if nr < probeLimit {
+		return fmt.Sprintf("#%d", nr)
+	}
+	return fmt.Sprintf("#%#x", nr)
+}
+
+// collapse reduces a syscall's paths to one unconditional row when every
+// path ends in the same action, and otherwise sorts and de-duplicates them.
+func collapse(outs []outcome) []outcome {
+	same := true
+	for _, o := range outs[1:] {
+		if o.action != outs[0].action {
+			same = false
+		}
+	}
+	if same {
+		return []outcome{{action: outs[0].action}}
+	}
+	seen := map[outcome]bool{}
+	var res []outcome
+	for _, o := range outs {
+		if o.otherwise {
+			o.cond = otherwiseCase
+		}
+		o.otherwise = false
+		if !seen[o] {
+			seen[o] = true
+			res = append(res, o)
+		}
+	}
+	sort.Slice(res, func(i, j int) bool {
+		a, b := res[i], res[j]
+		if (a.cond == otherwiseCase) != (b.cond == otherwiseCase) {
+			return b.cond == otherwiseCase
+		}
+		if a.cond != b.cond {
+			return a.cond < b.cond
+		}
+		return a.action < b.action
+	})
+	return res
+}
+
+// otherwiseCase labels the path that excluded every value the syscall's
+// other rows name.
+const otherwiseCase = "otherwise"
+
+func mostCommon(counts map[string]int) string {
+	best, n := "", -1
+	for a, c := range counts {
+		if c > n || c == n && a < best {
+			best, n = a, c
+		}
+	}
+	return best
+}
+
+// rowKind orders named syscalls first, then number ranges, then the compat row.
+func rowKind(r Row) int {
+	switch {
+	case r.Syscall == compatSyscall:
+		return 2
+	case strings.HasPrefix(r.Syscall, "#"):
+		return 1
+	}
+	return 0
+}
+
+func sortRows(rows []Row) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Arch != b.Arch {
+			// The compat row follows its native arch's rows.
+			return a.Arch < b.Arch
+		}
+		if ka, kb := rowKind(a), rowKind(b); ka != kb {
+			return ka < kb
+		}
+		if rowKind(a) == 1 && a.Nr != b.Nr {
+			return a.Nr < b.Nr
+		}
+		if a.Syscall != b.Syscall {
+			return a.Syscall < b.Syscall
+		}
+		if a.Case != b.Case {
+			if (a.Case == otherwiseCase) != (b.Case == otherwiseCase) {
+				return b.Case == otherwiseCase
+			}
+			return a.Case < b.Case
+		}
+		return a.Action < b.Action
+	})
+}
+
+// Merge concatenates tables (for several arches) into one sorted table.
+func Merge(ts ...Table) Table {
+	var out Table
+	for _, t := range ts {
+		out.Rows = append(out.Rows, t.Rows...)
+		if out.Default == "" {
+			out.Default = t.Default
+		}
+		for a, n := range t.ENOSYSFrom {
+			if out.ENOSYSFrom == nil {
+				out.ENOSYSFrom = map[string]uint32{}
+			}
+			out.ENOSYSFrom[a] = n
+		}
+	}
+	sortRows(out.Rows)
+	return out
+}
+
+// WriteTo writes the table, one row per line, under a header comment.
+func (t Table) WriteTo(w io.Writer) (int64, error) {
+	var b strings.Builder
+	b.WriteString("# arch    syscall                  action [if argument case]\n")
+	fmt.Fprintf(&b, "# default: %s\n", t.Default)
+	for _, r := range t.Rows {
+		b.WriteString(r.String())
+		b.WriteByte('\n')
+	}
+	n, err := io.WriteString(w, b.String())
+	return int64(n), err
+}
+
+// String renders the table as WriteTo does.
+func (t Table) String() string {
+	var b strings.Builder
+	_, _ = t.WriteTo(&b)
+	return b.String()
+}
+
+// rowKey identifies a row for diffs: arch, syscall and case.
+func rowKey(r Row) string { return r.Arch + "\x00" + r.Syscall + "\x00" + r.Case }
+
+// Diff lists the semantic differences between two tables, one per line:
+// "- kill statx (x86_64)" then "+ allow statx (x86_64)" when an action
+// changed, a lone "+" or "-" when a row appears or disappears.
+func Diff(old, new Table) []string {
+	om, nm := map[string]Row{}, map[string]Row{}
+	var keys []Row
+	for _, r := range old.Rows {
+		om[rowKey(r)] = r
+		keys = append(keys, r)
+	}
+	for _, r := range new.Rows {
+		nm[rowKey(r)] = r
+		if _, ok := om[rowKey(r)]; !ok {
+			keys = append(keys, r)
+		}
+	}
+	sortRows(keys)
+	var out []string
+	for _, k := range keys {
+		o, inOld := om[rowKey(k)]
+		n, inNew := nm[rowKey(k)]
+		switch {
+		case inOld && inNew && o.Action == n.Action:
+		case inOld && inNew:
+			out = append(out, diffLine("-", o), diffLine("+", n))
+		case inOld:
+			out = append(out, diffLine("-", o))
+		default:
+			out = append(out, diffLine("+", n))
+		}
+	}
+	return out
+}
+
+func diffLine(sign string, r Row) string {
+	s := fmt.Sprintf("%s %s %s", sign, r.Action, r.Syscall)
+	switch r.Case {
+	case "":
+	case otherwiseCase:
+		s += " " + otherwiseCase
+	default:
+		s += " if " + r.Case
+	}
+	return s + " (" + r.Arch + ")"
+}
