@@ -1,15 +1,285 @@
-// Package gvisor is the gvisor sandbox backend.
+// Package gvisor is the gVisor sandbox backend. It launches runsc directly,
+// with no container engine: one OCI bundle, one private runsc state root, one
+// cgroup and one host workspace per sandbox, all under the runtime's state
+// dir and all carrying the run id.
 //
-// STUB: the runtimes work replaces the bodies.
+// The job's system calls are served by gVisor's user-space kernel (the
+// Sentry); the project's seccomp policy is applied inside it with
+// --oci-seccomp. /query and /query/repo are host tmpfs mounts bound into the
+// sandbox (see package workspace), so /query/out is read from the host side
+// without following links. docs/runtimes.md lists what this backend enforces
+// differently from the direct one.
 package gvisor
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/gvisor/workspace"
 )
 
-// New returns the gvisor runtime.
+// Name is the backend's configuration name.
+const Name = "gvisor"
+
+// defaultCgroupParent is used when HostConfig.CgroupParent is empty.
+const defaultCgroupParent = "awf"
+
+// Runtime is the gvisor backend. It is safe for concurrent use.
+type Runtime struct {
+	runID    string
+	runsc    string // "" when not found; Probe reports it
+	runscErr error
+	dir      string // StateDir/gvisor
+	parent   string // cgroup parent
+
+	mu       sync.Mutex
+	live     map[string]bool // workspace names of sandboxes not yet destroyed
+	broken   error           // set once a sandbox could not be reclaimed
+	platform string          // chosen by a successful Probe
+	unimpl   map[string]bool // system calls the Sentry does not implement
+	dev      map[string]bool // seccomp deviations met so far
+}
+
+// New returns the gvisor runtime. It checks the configuration only; Probe
+// proves that runsc works on this host.
 func New(h isolate.HostConfig) (isolate.Runtime, error) {
-	return nil, errors.New("gvisor: not implemented yet")
+	return newRuntime(h)
+}
+
+func newRuntime(h isolate.HostConfig) (*Runtime, error) {
+	if err := workspace.ValidID("run", h.RunID); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
+		return nil, fmt.Errorf("gvisor: state dir %q must be an absolute path", h.StateDir)
+	}
+	parent := h.CgroupParent
+	if parent == "" {
+		parent = defaultCgroupParent
+	}
+	if err := workspace.ValidName(parent); err != nil {
+		return nil, fmt.Errorf("gvisor: cgroup parent: %w", err)
+	}
+	r := &Runtime{
+		runID:  h.RunID,
+		dir:    filepath.Join(h.StateDir, Name),
+		parent: parent,
+		live:   map[string]bool{},
+	}
+	r.runsc, r.runscErr = findRunsc(h.RunscPath)
+	return r, nil
+}
+
+// findRunsc resolves the runsc binary.
+func findRunsc(p string) (string, error) {
+	if p == "" {
+		found, err := exec.LookPath("runsc")
+		if err != nil {
+			return "", fmt.Errorf("runsc is not installed or not on PATH (install gVisor's runsc or set the runsc path): %w", err)
+		}
+		p = found
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("runsc path %q must be absolute", p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("runsc at %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("runsc at %s is not an executable file", p)
+	}
+	return p, nil
+}
+
+// Name returns "gvisor".
+func (r *Runtime) Name() string { return Name }
+
+// Usable returns nil until a sandbox could not be reclaimed.
+func (r *Runtime) Usable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.broken
+}
+
+func (r *Runtime) markBroken(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.broken == nil {
+		r.broken = fmt.Errorf("gvisor: a sandbox could not be reclaimed: %w", err)
+	}
+}
+
+func (r *Runtime) setLive(name string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		r.live[name] = true
+	} else {
+		delete(r.live, name)
+	}
+}
+
+func (r *Runtime) isLive(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[name]
+}
+
+// Run prepares a sandbox, runs the job and destroys the sandbox.
+func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
+	return isolate.RunWithSandbox(ctx, r, s)
+}
+
+// Close releases nothing: every sandbox owns its resources.
+func (r *Runtime) Close() error { return nil }
+
+// Prepare builds a sandbox from t: the host workspace (with the private
+// repository copy) and the cgroup. The container itself is created by Exec,
+// once the invocation id that labels it is known.
+func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	if err := r.Usable(); err != nil {
+		return nil, err
+	}
+	if err := r.ensureProbed(ctx); err != nil {
+		return nil, err
+	}
+	if t.Policy == nil {
+		return nil, errors.New("gvisor: no seccomp policy: refusing to run without one")
+	}
+	if err := t.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if err := checkRootFS(t.RootFS); err != nil {
+		return nil, err
+	}
+	var sc *specs.LinuxSeccomp
+	if !t.Weaken.NoSeccomp {
+		var err error
+		oci, err := t.Policy.OCI()
+		if err != nil {
+			return nil, fmt.Errorf("gvisor: compile seccomp policy %s: %w", t.Policy.Name, err)
+		}
+		var dev []string
+		if sc, dev, err = translateSeccomp(oci, r.unimplemented()); err != nil {
+			return nil, fmt.Errorf("gvisor: policy %s: %w", t.Policy.Name, err)
+		}
+		r.noteDeviations(dev)
+	}
+	return r.prepare(ctx, t, sc, nil)
+}
+
+// checkRootFS refuses a root that lacks a mount point: runsc would otherwise
+// try to create it in the shared tree.
+func checkRootFS(root string) error {
+	if root == "" || !filepath.IsAbs(root) {
+		return fmt.Errorf("gvisor: rootfs %q must be an absolute path", root)
+	}
+	for _, d := range []string{"/", "/proc", "/dev", "/tmp", "/query", "/query/repo", "/awf"} {
+		st, err := os.Lstat(filepath.Join(root, d))
+		if err != nil {
+			return fmt.Errorf("gvisor: rootfs %s: mount point %s: %w", root, d, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("gvisor: rootfs %s: mount point %s is not a directory", root, d)
+		}
+	}
+	return nil
+}
+
+// prepare creates the workspace and the cgroup. setup, when set, runs inside
+// the fresh workspace and returns the root to use (Probe builds its own).
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, sc *specs.LinuxSeccomp, setup func(*workspace.Workspace) (string, error)) (isolate.Sandbox, error) {
+	runID := t.RunID
+	if runID == "" {
+		runID = r.runID
+	}
+	if err := workspace.ValidID("run", runID); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	sid, err := workspace.NewSandboxID()
+	if err != nil {
+		return nil, err
+	}
+	name := runID + "-" + sid
+	j := workspace.Journal{
+		Backend:   Name,
+		RunID:     runID,
+		SandboxID: sid,
+		Name:      name,
+		Cgroup:    filepath.Join(r.parent, Name+"-"+name),
+		Created:   nowUTC(),
+	}
+	r.setLive(name, true)
+	sb := &sandbox{r: r, t: t, seccomp: sc, runID: runID, name: name, platform: r.currentPlatform()}
+	ws, err := workspace.Create(ctx, r.dir, j, t.Limits, t.Repo)
+	if err != nil {
+		r.setLive(name, false)
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	sb.ws = ws
+	fail := func(err error) (isolate.Sandbox, error) {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	sb.rootFS = t.RootFS
+	if setup != nil {
+		if sb.rootFS, err = setup(ws); err != nil {
+			return fail(fmt.Errorf("gvisor: %w", err))
+		}
+	}
+	cg, err := newCgroup(ctx, r.parent, Name+"-"+name, t.Limits, t.Weaken)
+	if err != nil {
+		return fail(fmt.Errorf("gvisor: %w", err))
+	}
+	sb.cg = cg
+	return sb, nil
+}
+
+func (r *Runtime) currentPlatform() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.platform
+}
+
+func (r *Runtime) unimplemented() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unimpl
+}
+
+func (r *Runtime) noteDeviations(dev []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dev == nil {
+		r.dev = map[string]bool{}
+	}
+	for _, d := range dev {
+		r.dev[d] = true
+	}
+}
+
+// Deviations lists, sorted, every way in which the seccomp policies this
+// runtime has applied differ from the kernel filter of the direct backend
+// (see translateSeccomp). It is for verify reports and the operator.
+func (r *Runtime) Deviations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.dev))
+	for d := range r.dev {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,0 +1,232 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/gvisor/workspace"
+)
+
+// Platform probe deadlines. KVM can hang on hosts with a /dev/kvm that does
+// not really work (nested virtualisation), so its probe is short.
+const (
+	kvmProbeWall    = 3 * time.Second
+	ptraceProbeWall = 30 * time.Second
+	probeExit       = 42
+)
+
+// Probe proves that runsc works here: the binary runs, it supports
+// --oci-seccomp, and a trivial container starts under the full set of
+// controls (uid 65534, no capabilities, cgroup limits, no network, a seccomp
+// filter) and reports its exit status. It picks the platform: kvm when a
+// trial run works within a short deadline, else ptrace. This runsc build has
+// no systrap platform.
+func (r *Runtime) Probe(ctx context.Context) error {
+	if err := r.Usable(); err != nil {
+		return err
+	}
+	if r.runsc == "" {
+		return fmt.Errorf("gvisor: %w", r.runscErr)
+	}
+	if err := checkRunscFlags(ctx, r.runsc); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if r.unimplemented() == nil {
+		m, err := unimplementedSyscalls(ctx, r.runsc)
+		if err != nil {
+			return fmt.Errorf("gvisor: %w", err)
+		}
+		r.mu.Lock()
+		r.unimpl = m
+		r.mu.Unlock()
+	}
+	if err := checkSwap(); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if p := r.currentPlatform(); p != "" {
+		return r.trial(ctx, p, ptraceProbeWall)
+	}
+	var kvmErr error
+	if kvmUsable() {
+		if kvmErr = r.trial(ctx, "kvm", kvmProbeWall); kvmErr == nil {
+			r.setPlatform("kvm")
+			return nil
+		}
+	}
+	if err := r.trial(ctx, "ptrace", ptraceProbeWall); err != nil {
+		if kvmErr != nil {
+			err = fmt.Errorf("%w (kvm also failed: %v)", err, kvmErr)
+		}
+		return fmt.Errorf("gvisor: runsc cannot start a sandbox on this host: %w", err)
+	}
+	r.setPlatform("ptrace")
+	return nil
+}
+
+// ensureProbed runs Probe once, before the first sandbox.
+func (r *Runtime) ensureProbed(ctx context.Context) error {
+	if r.currentPlatform() != "" {
+		return nil
+	}
+	return r.Probe(ctx)
+}
+
+func (r *Runtime) setPlatform(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.platform = p
+}
+
+// Platform returns the platform chosen by Probe, or "" before a successful Probe.
+func (r *Runtime) Platform() string { return r.currentPlatform() }
+
+// kvmUsable reports whether /dev/kvm can be opened at all.
+func kvmUsable() bool {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// checkRunscFlags runs `runsc flags` and requires every flag the backend uses.
+func checkRunscFlags(ctx context.Context, runsc string) error {
+	out, err := runscCommand(ctx, runsc, 10*time.Second, "flags")
+	if err != nil {
+		return fmt.Errorf("runsc at %s does not run: %w", runsc, err)
+	}
+	var missing []string
+	for _, f := range []string{"oci-seccomp", "network", "platform", "host-uds", "host-fifo", "overlay2", "root", "log"} {
+		if !strings.Contains(out, "-"+f+" ") && !strings.Contains(out, "-"+f+"\n") {
+			missing = append(missing, "--"+f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("runsc at %s lacks %s: it cannot enforce every control (the seccomp policy needs --oci-seccomp)", runsc, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkSwap refuses a cgroup v1 host that has swap but no swap accounting:
+// the memory limit would then not bound memory plus swap.
+func checkSwap() error {
+	v2, err := cgroupV2()
+	if err != nil || v2 {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "memory", "memory.memsw.limit_in_bytes")); err == nil {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/swaps")
+	if err != nil {
+		return fmt.Errorf("read /proc/swaps: %w", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) > 1 {
+		return errors.New("swap is enabled but the kernel has no swap accounting (memsw): the memory limit cannot cover swap; disable swap or boot with swapaccount=1")
+	}
+	return nil
+}
+
+// trial runs the probe container on platform p.
+func (r *Runtime) trial(ctx context.Context, p string, wall time.Duration) error {
+	l := isolate.DefaultLimits()
+	l.Wall = wall
+	l.MemoryBytes = 64 << 20
+	l.Pids = 16
+	t := isolate.Template{RunID: r.runID, Limits: l}
+	prev := r.currentPlatform()
+	r.setPlatform(p)
+	defer r.setPlatform(prev)
+	sb, err := r.prepare(ctx, t, probeSeccomp(), buildProbeRoot)
+	if err != nil {
+		return err
+	}
+	o := sb.Exec(ctx, isolate.Job{InvocationID: "probe", Argv: []string{"/probe"}})
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	derr := sb.Destroy(dctx)
+	if derr != nil {
+		return derr
+	}
+	if o.Kind != isolate.KindNonzeroExit || o.ExitCode != probeExit {
+		return fmt.Errorf("platform %s: probe container gave %s (exit %d): %s %s", p, o.Kind, o.ExitCode, o.Detail, bytes.TrimSpace(o.Stderr))
+	}
+	return nil
+}
+
+// probeSeccomp allows only what the probe program does.
+func probeSeccomp() *specs.LinuxSeccomp {
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActKill,
+		Architectures: []specs.Arch{specs.ArchX86_64},
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"exit", "exit_group"}, Action: specs.ActAllow}},
+	}
+}
+
+// buildProbeRoot makes a root with only the probe program and mount points.
+func buildProbeRoot(ws *workspace.Workspace) (string, error) {
+	prog, err := probeProgram()
+	if err != nil {
+		return "", err
+	}
+	root := ws.Path("probe-root")
+	for _, d := range []string{"", "proc", "dev", "tmp", "query", "query/repo", "awf"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			return "", fmt.Errorf("probe root: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "probe"), prog, 0o555); err != nil {
+		return "", fmt.Errorf("probe root: %w", err)
+	}
+	return root, nil
+}
+
+// probeProgram returns a minimal static ELF executable that exits with
+// status probeExit. It lets Probe run a real container without any rootfs.
+func probeProgram() ([]byte, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("probe program: architecture %s is not supported", runtime.GOARCH)
+	}
+	const base = 0x400000
+	const hdr = 64 + 56
+	// mov eax, 60 (exit); mov edi, probeExit; syscall
+	code := []byte{0xb8, 60, 0, 0, 0, 0xbf, probeExit, 0, 0, 0, 0x0f, 0x05}
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	b.Write([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	_ = binary.Write(&b, le, uint16(2))             // e_type: executable
+	_ = binary.Write(&b, le, uint16(0x3e))          // e_machine: x86-64
+	_ = binary.Write(&b, le, uint32(1))             // e_version
+	_ = binary.Write(&b, le, uint64(base+hdr))      // e_entry
+	_ = binary.Write(&b, le, uint64(64))            // e_phoff
+	_ = binary.Write(&b, le, uint64(0))             // e_shoff
+	_ = binary.Write(&b, le, uint32(0))             // e_flags
+	_ = binary.Write(&b, le, uint16(64))            // e_ehsize
+	_ = binary.Write(&b, le, uint16(56))            // e_phentsize
+	_ = binary.Write(&b, le, uint16(1))             // e_phnum
+	_ = binary.Write(&b, le, [3]uint16{})           // e_shentsize, e_shnum, e_shstrndx
+	_ = binary.Write(&b, le, uint32(1))             // p_type: PT_LOAD
+	_ = binary.Write(&b, le, uint32(5))             // p_flags: R+X
+	_ = binary.Write(&b, le, uint64(0))             // p_offset
+	_ = binary.Write(&b, le, uint64(base))          // p_vaddr
+	_ = binary.Write(&b, le, uint64(base))          // p_paddr
+	_ = binary.Write(&b, le, uint64(hdr+len(code))) // p_filesz
+	_ = binary.Write(&b, le, uint64(hdr+len(code))) // p_memsz
+	_ = binary.Write(&b, le, uint64(0x1000))        // p_align
+	b.Write(code)
+	return b.Bytes(), nil
+}
+
+func goarchName() string { return runtime.GOARCH }

@@ -1,0 +1,33 @@
+package gvisor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+func TestProbeChoosesAWorkingPlatform(t *testing.T) {
+	r := newTestRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, r.Probe(ctx))
+	assert.Contains(t, []string{"kvm", "ptrace"}, r.Platform())
+	t.Logf("platform: %s", r.Platform())
+}
+
+func TestFailClosedWhenRunscMissing(t *testing.T) {
+	for _, p := range []string{"/nonexistent/runsc", "/etc/hostname", "relative/runsc"} {
+		r, err := New(isolate.HostConfig{RunID: randomID(t), StateDir: t.TempDir(), RunscPath: p})
+		require.NoError(t, err)
+		perr := r.Probe(context.Background())
+		require.Error(t, perr, p)
+		assert.Contains(t, perr.Error(), "runsc", p)
+		o := r.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: testRoot, Limits: isolate.DefaultLimits()}})
+		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, p)
+	}
+}

@@ -1,0 +1,110 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Journal records one sandbox's resources so that they can be found and
+// removed after a crash. It is written before any resource exists and
+// updated as the sandbox gains resources.
+type Journal struct {
+	Backend      string    `json:"backend"`
+	RunID        string    `json:"run_id"`
+	SandboxID    string    `json:"sandbox_id"`
+	InvocationID string    `json:"invocation_id,omitempty"`
+	Name         string    `json:"name"`                // workspace directory name
+	Cgroup       string    `json:"cgroup,omitempty"`    // cgroup path below each hierarchy root
+	Container    string    `json:"container,omitempty"` // container id or name
+	Repo         string    `json:"repo,omitempty"`      // seed the repo view was copied from
+	Created      time.Time `json:"created"`
+}
+
+// WriteJournal atomically replaces the workspace's journal.
+func (w *Workspace) WriteJournal() error {
+	b, err := json.Marshal(w.Journal)
+	if err != nil {
+		return fmt.Errorf("workspace: encode journal: %w", err)
+	}
+	p := filepath.Join(w.Dir, journalName)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("workspace: write journal: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("workspace: commit journal: %w", err)
+	}
+	return nil
+}
+
+// ReadJournal reads the journal of the workspace directory dir. A workspace
+// that crashed before its journal was written has none; the error then
+// wraps os.ErrNotExist.
+func ReadJournal(dir string) (Journal, error) {
+	var j Journal
+	b, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		return j, fmt.Errorf("workspace: read journal of %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return j, fmt.Errorf("workspace: decode journal of %s: %w", dir, err)
+	}
+	return j, nil
+}
+
+// List returns the workspace directory names under parent. A missing parent
+// has none.
+func List(parent string) ([]string, error) {
+	ents, err := os.ReadDir(parent)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace: list %s: %w", parent, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && ValidName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+var (
+	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,127}$`)
+)
+
+// ValidID checks a run or invocation id: lower-case letters, digits and
+// dashes, at most 64 characters. Ids end up in names, labels and paths.
+func ValidID(kind, id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("%s id %q: want 1-64 of [a-z0-9-], starting with a letter or digit", kind, id)
+	}
+	return nil
+}
+
+// ValidName checks a workspace directory name.
+func ValidName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("workspace: bad name %q", name)
+	}
+	return nil
+}
+
+// NewSandboxID returns a fresh random 16-hex sandbox id.
+func NewSandboxID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("workspace: sandbox id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,111 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// tmpfsSource names our tmpfs mounts in the host mount table.
+const tmpfsSource = "awf-workspace"
+
+// mountTmpfs creates target and mounts a nosuid, nodev tmpfs of size bytes
+// on it, owned by the sandbox user with the given mode.
+func mountTmpfs(target string, size int64, mode os.FileMode) error {
+	if err := os.Mkdir(target, 0o700); err != nil {
+		return fmt.Errorf("workspace: mount point %s: %w", target, err)
+	}
+	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, mode.Perm(), SandboxUID, SandboxGID)
+	if err := unix.Mount(tmpfsSource, target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return fmt.Errorf("workspace: mount tmpfs at %s: %w", target, err)
+	}
+	return nil
+}
+
+// unmountBelow unmounts every mount at or below dir, deepest first. A busy
+// mount is detached instead, which removes it from the host's view.
+func unmountBelow(ctx context.Context, dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("workspace: resolve %s: %w", dir, err)
+	}
+	for tries := 0; ; tries++ {
+		points, err := mountsBelow(real)
+		if err != nil {
+			return err
+		}
+		if len(points) == 0 {
+			return nil
+		}
+		if tries >= 4 {
+			return fmt.Errorf("workspace: %d mounts remain below %s: %s", len(points), dir, strings.Join(points, ", "))
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("workspace: unmount below %s: %w", dir, err)
+		}
+		for _, p := range points {
+			err := unix.Unmount(p, unix.UMOUNT_NOFOLLOW)
+			if errors.Is(err, unix.EBUSY) {
+				err = unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+			if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("workspace: unmount %s: %w", p, err)
+			}
+		}
+	}
+}
+
+// mountsBelow lists the mount points at or below dir in this mount
+// namespace, deepest first.
+func mountsBelow(dir string) ([]string, error) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("workspace: read mountinfo: %w", err)
+	}
+	var points []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMountPath(f[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("workspace: parse mountinfo: %w", err)
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	return points, nil
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,97 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// beneath confines a lookup to one directory: no symlinks, no magic links,
+// no other mount.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// ReadOutput reads /query/out from the host side. It opens it relative to a
+// descriptor of the /query tmpfs, following no link and crossing no mount,
+// refuses anything but a regular file, and reads at most limit bytes. The
+// kind is KindOK, KindOutputMissing, KindOutputInvalid or KindOutputTooLarge;
+// err explains any kind other than KindOK.
+func (w *Workspace) ReadOutput(limit int64) ([]byte, isolate.Kind, error) {
+	return ReadOutputFrom(w.QueryDir(), limit)
+}
+
+// ReadOutputFrom is ReadOutput for an explicit /query host directory.
+func ReadOutputFrom(queryDir string, limit int64) ([]byte, isolate.Kind, error) {
+	dfd, err := unix.Open(queryDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("open /query: %w", err)
+	}
+	defer unix.Close(dfd)
+	how := unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: beneath,
+	}
+	fd, err := unix.Openat2(dfd, "out", &how)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, isolate.KindOutputMissing, errors.New("/query/out does not exist")
+	case err != nil:
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("open /query/out: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "out")
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("stat /query/out: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("/query/out is not a regular file (mode %o)", st.Mode)
+	}
+	if st.Size > limit {
+		return nil, isolate.KindOutputTooLarge, fmt.Errorf("/query/out is %d bytes, cap %d", st.Size, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("read /query/out: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, isolate.KindOutputTooLarge, fmt.Errorf("/query/out grew past the cap %d", limit)
+	}
+	return b, isolate.KindOK, nil
+}
+
+// FileAtLimit returns the host path of a regular file under the /query or
+// repository tmpfs whose size reached limit, or "". The walk is bounded and
+// follows no link.
+func (w *Workspace) FileAtLimit(limit int64) string {
+	const maxEntries = 4096
+	seen := 0
+	found := ""
+	for _, dir := range []string{w.QueryDir(), filepath.Join(w.Dir, repoFSName)} {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if seen++; seen > maxEntries {
+				return filepath.SkipAll
+			}
+			if d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil && fi.Size() >= limit {
+					found = p
+					return filepath.SkipAll
+				}
+			}
+			return nil
+		})
+		if found != "" {
+			return found
+		}
+	}
+	return ""
+}
