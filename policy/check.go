@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -153,9 +152,4 @@ func condOn(r Rule, arg uint) (Cond, bool) {
 		}
 	}
 	return Cond{}, false
-}
-
-// ruleError formats a message about rule r for callers outside the parser.
-func ruleError(p *Policy, r Rule, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: %s", p.Name, r.Line, fmt.Sprintf(format, args...))
 }

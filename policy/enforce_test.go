@@ -1,0 +1,241 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// nativeInfo returns the host arch, which the default policy must cover.
+func nativeInfo(t *testing.T) archInfo {
+	t.Helper()
+	name, err := NativeArch()
+	require.NoError(t, err)
+	a, err := lookupArch(name)
+	require.NoError(t, err)
+	return a
+}
+
+func TestStdlibWorkloadUnderFilter(t *testing.T) {
+	_, err := os.Stat(debianPython)
+	require.NoError(t, err, "the workload needs Debian's %s (tests/setup/deps.sh installs python3)", debianPython)
+	script, err := filepath.Abs("testdata/workload.py")
+	require.NoError(t, err)
+	root := "/usr/lib/python3.11/json"
+	if _, err := os.Stat(root); err != nil {
+		root = filepath.Dir(script) // any tree will do
+	}
+	res := runChild(t, "python", childExecEnv+"="+script+"\t"+root)
+	require.False(t, res.killedBySIGSYS(), "the workload was killed by the filter: %s", res)
+	require.True(t, res.status.Exited() && res.status.ExitStatus() == 0, "workload failed: %s", res)
+	for _, step := range []string{"walk ", "json re ok", "gzip bz2 lzma ok", "sqlite ok", "threads ok", "files ok", "misc ok", "OK"} {
+		assert.Contains(t, res.stdout, step)
+	}
+}
+
+// TestPythonForkIsKilled: the policy is subprocess-free.
+func TestPythonForkIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "fork.py")
+	require.NoError(t, os.WriteFile(script, []byte("import os\nprint('before', flush=True)\nos.fork()\nprint('after fork')\n"), 0o600))
+	res := runChild(t, "python", childExecEnv+"="+script)
+	require.True(t, res.killedBySIGSYS(), "os.fork was not killed: %s", res)
+	assert.Equal(t, "before\n", res.stdout)
+}
+
+// safeProbeArgs are arguments that make a system call fail harmlessly if a
+// broken filter ever let it run: bad descriptors, pids, pointers and flags.
+var safeProbeArgs = []uint64{0x7ffffff0, 0x7ffffff0, 0x7ffffff0, 0x7ffffff0, 0x7ffffff0, 0x7ffffff0}
+
+// probeOverrides replaces safeProbeArgs where those could do something.
+var probeOverrides = map[string][]uint64{
+	"shmget": {0, 0, 0}, // IPC_PRIVATE, size 0: EINVAL
+}
+
+func TestDeniedSyscallsAreKilled(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	a := nativeInfo(t)
+	n := 0
+	for _, r := range p.Rules {
+		if r.Action.Kind != ActKill || len(r.Conds) > 0 {
+			continue
+		}
+		nr, ok := syscallNumber(r.Syscall, a)
+		if !ok {
+			continue
+		}
+		n++
+		args := safeProbeArgs
+		if o, ok := probeOverrides[r.Syscall]; ok {
+			args = o
+		}
+		res := probeSyscall(t, nr, args)
+		assert.True(t, res.killedBySIGSYS(), "%s (nr %d) was not killed: %s", r.Syscall, nr, res)
+	}
+	require.Greater(t, n, 90, "expected every deny rule to be probed")
+	// The list, by name, so a policy edit cannot drop one silently.
+	for _, name := range []string{"unshare", "setns", "mount", "ptrace", "bpf", "keyctl", "add_key", "request_key",
+		"userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register", "kexec_load",
+		"kexec_file_load", "init_module", "finit_module", "delete_module", "process_vm_readv", "process_vm_writev",
+		"pidfd_getfd", "open_by_handle_at"} {
+		assert.True(t, hasRule(p, name, ActKill), "python3.policy must name %s as kill", name)
+	}
+}
+
+func hasRule(p *Policy, name string, kind ActionKind) bool {
+	for _, r := range p.Rules {
+		if r.Syscall == name && r.Action.Kind == kind && len(r.Conds) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func TestErrnoRulesAnswerTheirErrno(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	a := nativeInfo(t)
+	for _, r := range p.Rules {
+		if r.Action.Kind != ActErrno || len(r.Conds) > 0 {
+			continue
+		}
+		nr, ok := syscallNumber(r.Syscall, a)
+		if !ok {
+			continue
+		}
+		res := probeSyscall(t, nr, safeProbeArgs)
+		assert.Equal(t, "errno "+errnoName(r.Action.Errno)+"\n", res.stdout, "%s: %s", r.Syscall, res)
+	}
+}
+
+// TestArgumentConditions probes the conditional rules with real calls. Each
+// "allowed" case uses arguments the kernel itself rejects, so nothing runs.
+func TestArgumentConditions(t *testing.T) {
+	const (
+		vmThread = unix.CLONE_VM | unix.CLONE_THREAD // no CLONE_SIGHAND: the kernel says EINVAL
+	)
+	cases := []struct {
+		name    string
+		syscall string
+		args    []uint64
+		want    string // "kill" or the child's output
+	}{
+		{"socket AF_UNIX", "socket", []uint64{unix.AF_UNIX, 0x7ffffff0, 0}, "errno EINVAL\n"},
+		{"socket AF_INET", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0}, "kill"},
+		{"socket AF_INET6", "socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM, 0}, "kill"},
+		{"socket AF_NETLINK", "socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, "kill"},
+		{"socket AF_PACKET", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, "kill"},
+		{"socket AF_VSOCK", "socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, "kill"},
+		{"socket AF_ALG", "socket", []uint64{unix.AF_ALG, unix.SOCK_SEQPACKET, 0}, "kill"},
+		{"socket AF_UNIX in high bits", "socket", []uint64{1<<32 | unix.AF_INET, unix.SOCK_STREAM, 0}, "kill"},
+		{"socketpair AF_INET", "socketpair", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0, 0x7ffffff0}, "kill"},
+		{"clone thread flags", "clone", []uint64{vmThread, 0, 0, 0, 0}, "errno EINVAL\n"},
+		{"clone fork-like", "clone", []uint64{unix.CLONE_SIGHAND, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWUSER", "clone", []uint64{vmThread | unix.CLONE_NEWUSER, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWNS", "clone", []uint64{vmThread | unix.CLONE_NEWNS, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWPID", "clone", []uint64{vmThread | unix.CLONE_NEWPID, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWNET", "clone", []uint64{vmThread | unix.CLONE_NEWNET, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWUTS", "clone", []uint64{vmThread | unix.CLONE_NEWUTS, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWIPC", "clone", []uint64{vmThread | unix.CLONE_NEWIPC, 0, 0, 0, 0}, "kill"},
+		{"clone CLONE_NEWCGROUP", "clone", []uint64{vmThread | unix.CLONE_NEWCGROUP, 0, 0, 0, 0}, "kill"},
+		{"ioctl TCGETS", "ioctl", []uint64{0x7ffffff0, unix.TCGETS, 0}, "errno EBADF\n"},
+		{"ioctl FIONREAD", "ioctl", []uint64{0x7ffffff0, 0x541B, 0}, "errno EBADF\n"},
+		{"ioctl TIOCSTI", "ioctl", []uint64{0x7ffffff0, unix.TIOCSTI, 0}, "kill"},
+		{"ioctl TIOCSETD", "ioctl", []uint64{0x7ffffff0, unix.TIOCSETD, 0}, "kill"},
+		{"ioctl TIOCLINUX", "ioctl", []uint64{0x7ffffff0, 0x541C, 0}, "kill"},
+		{"fcntl F_GETFD", "fcntl", []uint64{0x7ffffff0, unix.F_GETFD, 0}, "errno EBADF\n"},
+		{"fcntl F_SETLK", "fcntl", []uint64{0x7ffffff0, unix.F_SETLK, 0}, "errno ENOLCK\n"},
+		{"fcntl F_OFD_SETLK", "fcntl", []uint64{0x7ffffff0, unix.F_OFD_SETLK, 0}, "errno ENOLCK\n"},
+		{"fcntl F_SETLEASE", "fcntl", []uint64{0x7ffffff0, unix.F_SETLEASE, 0}, "kill"},
+		{"fcntl F_NOTIFY", "fcntl", []uint64{0x7ffffff0, unix.F_NOTIFY, 0}, "kill"},
+		{"prlimit64 self", "prlimit64", []uint64{0, 0x7ffffff0, 0, 0}, "errno EINVAL\n"},
+		{"prlimit64 other", "prlimit64", []uint64{1, unix.RLIMIT_NOFILE, 0, 0}, "kill"},
+	}
+	a := nativeInfo(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nr, ok := syscallNumber(tc.syscall, a)
+			require.True(t, ok)
+			res := probeSyscall(t, nr, tc.args)
+			if tc.want == "kill" {
+				assert.True(t, res.killedBySIGSYS(), "not killed: %s", res)
+				return
+			}
+			assert.Equal(t, tc.want, res.stdout, "%s", res)
+		})
+	}
+}
+
+// TestRuncENOSYSTail shows runc's documented addition: a number above the
+// highest syscall the policy names gets ENOSYS, not the default kill.
+func TestRuncENOSYSTail(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	a := nativeInfo(t)
+	from, ok := p.enosysFrom(a.name)
+	require.True(t, ok)
+	res := probeSyscall(t, int(from), safeProbeArgs)
+	assert.Equal(t, "errno ENOSYS\n", res.stdout, "%s", res)
+	res = probeSyscall(t, int(from)-1, safeProbeArgs)
+	assert.True(t, res.killedBySIGSYS(), "the highest named syscall must still be killed: %s", res)
+}
+
+// TestLoadedFilterMatchesGolden reads the filter back from a live process
+// the way verify does and compares it with the golden table.
+func TestLoadedFilterMatchesGolden(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	a := nativeInfo(t)
+	tid, finish := holdChild(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	filters, err := ReadFilters(ctx, tid)
+	require.NoError(t, err, "PTRACE_SECCOMP_GET_FILTER needs root and CONFIG_CHECKPOINT_RESTORE")
+	require.Len(t, filters, 1)
+	loaded := filters[0]
+
+	mine, err := p.BPF(a.name)
+	require.NoError(t, err)
+	require.Greater(t, len(loaded), len(mine), "runc prepends its stub")
+	assert.Equal(t, mine, loaded[len(loaded)-len(mine):], "the loaded filter must end with exactly the program the policy compiles to")
+
+	golden, err := p.Table(a.name)
+	require.NoError(t, err)
+	got, err := DecodeFilter(a.name, loaded)
+	require.NoError(t, err)
+	assert.Empty(t, CompareLoaded(golden, got))
+	// Without the stub allowance the tail shows up as differences.
+	strict := golden
+	strict.ENOSYSFrom = nil
+	strict.Default = "allow" // disables inference: nothing matches the default
+	assert.NotEmpty(t, CompareLoaded(strict, got))
+
+	// A tampered filter is caught: make every allow return kill.
+	tampered := append([]unix.SockFilter(nil), loaded...)
+	read, ok := syscallNumber("read", a)
+	require.True(t, ok)
+	before, err := Evaluate(tampered, a.name, uint32(read), [6]uint64{})
+	require.NoError(t, err)
+	require.Equal(t, "allow", before)
+	for i := range tampered {
+		if tampered[i].Code == bpfRET|bpfK && tampered[i].K == retAllow {
+			tampered[i].K = retKillProcess
+		}
+	}
+	bad, err := DecodeFilter(a.name, tampered)
+	require.NoError(t, err)
+	diffs := CompareLoaded(golden, bad)
+	assert.NotEmpty(t, diffs)
+	assert.Contains(t, strings.Join(diffs, "\n"), a.name+" read (nr ")
+
+	res := finish()
+	assert.True(t, res.status.Exited() && res.status.ExitStatus() == 0, "held child: %s", res)
+}
