@@ -115,6 +115,7 @@ func (e *testEnv) run(t testing.TB, tpl isolate.Template, script string) isolate
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "inv1", Script: []byte(script)}})
+	t.Logf("outcome %s (exit %d %s): %s; timings %+v", o.Kind, o.ExitCode, o.Signal, o.Detail, o.Timings)
 	e.assertIdle(t)
 	return o
 }
@@ -194,7 +195,8 @@ func leftoverProcs(t testing.TB, runID string) []string {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
 		if err == nil && strings.Contains(string(b), "awf-"+runID+"-") {
-			out = append(out, e.Name())
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			out = append(out, strings.TrimSpace(string(stat)))
 		}
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,19 +37,25 @@ func mountTmpfs(dir string, size int64) error {
 	return nil
 }
 
-// unmountAndRemove detaches every mount on dir and removes the directory.
-// A missing dir is fine.
+// unmountAndRemove detaches every mount stacked on dir and removes the
+// directory. A missing dir is fine. It relies on umount2 itself (EINVAL:
+// not a mount point) rather than on mountinfo, which can miss entries while
+// other mounts change.
 func unmountAndRemove(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	for i := 0; i < 8 && mountedAt(dir); i++ {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+	for i := 0; ; i++ {
+		err := unix.Unmount(dir, unix.MNT_DETACH)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			break
+		}
+		if err != nil {
 			return fmt.Errorf("unmount %s: %w", dir, err)
 		}
-	}
-	if mounted(dir) {
-		return fmt.Errorf("unmount %s: still mounted", dir)
+		if i == 16 {
+			return fmt.Errorf("unmount %s: still mounted after %d unmounts", dir, i+1)
+		}
 	}
 	var err error
 	for i := 0; i < 5; i++ {
@@ -60,41 +65,4 @@ func unmountAndRemove(dir string) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return fmt.Errorf("remove %s: %w", dir, err)
-}
-
-// mountedAt reports whether something is mounted exactly at dir.
-func mountedAt(dir string) bool {
-	for _, m := range mountPoints() {
-		if m == dir {
-			return true
-		}
-	}
-	return false
-}
-
-// mounted reports whether anything is mounted at or below dir.
-func mounted(dir string) bool {
-	for _, m := range mountPoints() {
-		if m == dir || strings.HasPrefix(m, dir+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// mountPoints lists this mount namespace's mount points (octal escapes in
-// mountinfo are left as they are: the runtime's own paths have none).
-func mountPoints() []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 {
-			out = append(out, f[4])
-		}
-	}
-	return out
 }

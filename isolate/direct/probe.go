@@ -28,8 +28,8 @@ func (r *Runtime) Probe(ctx context.Context) error {
 	if err != nil || !strings.Contains(string(fsb), "\toverlay\n") {
 		errs = append(errs, errors.New("overlayfs is not available"))
 	}
-	if _, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH}); err != nil {
-		errs = append(errs, fmt.Errorf("openat2: %w", err))
+	if err := probeOpenat2(); err != nil {
+		errs = append(errs, err)
 	}
 	mode, err := CgroupMode()
 	if err != nil {
@@ -44,4 +44,19 @@ func (r *Runtime) Probe(ctx context.Context) error {
 		return fmt.Errorf("direct: probe: %w", err)
 	}
 	return nil
+}
+
+// probeOpenat2 checks that openat2 with RESOLVE_BENEATH works: the output
+// reader depends on it.
+func probeOpenat2() error {
+	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /: %w", err)
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, ".", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
+	if err != nil {
+		return fmt.Errorf("openat2: %w", err)
+	}
+	return unix.Close(fd)
 }

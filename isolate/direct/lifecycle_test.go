@@ -1,0 +1,138 @@
+package direct_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+)
+
+const okScript = "open('/query/out', 'w').write('{\"ok\": true}')\n"
+
+// TestPrepareAheadThenExecOnce prepares a sandbox before its job, runs it,
+// refuses a second job, and destroys it twice.
+func TestPrepareAheadThenExecOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := e.rt.Prepare(ctx, e.template(t, ""))
+	require.NoError(t, err)
+	var seccompAtStart string
+	o := sb.Exec(ctx, isolate.Job{InvocationID: "a", Script: []byte(okScript), OnStart: func(pid int) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+					seccompAtStart = strings.TrimSpace(v)
+				}
+			}
+		}
+	}})
+	require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+	assert.Equal(t, `{"ok": true}`, string(o.Output))
+	assert.Equal(t, "2", seccompAtStart, "OnStart sees the job under its seccomp filter")
+	o = sb.Exec(ctx, isolate.Job{InvocationID: "b", Script: []byte(okScript)})
+	assert.Equal(t, isolate.KindLaunchFailed, o.Kind)
+	require.NoError(t, sb.Destroy(ctx))
+	require.NoError(t, sb.Destroy(ctx))
+	e.assertIdle(t)
+}
+
+// TestPrepareThenDestroyUnused leaves no trace of a sandbox that never ran.
+func TestPrepareThenDestroyUnused(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := e.rt.Prepare(ctx, e.template(t, seedRepo(t)))
+	require.NoError(t, err)
+	require.NoError(t, sb.Destroy(ctx))
+	e.assertIdle(t)
+}
+
+// TestFailsClosed checks templates that must never run.
+func TestFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	noPolicy := e.template(t, "")
+	noPolicy.Policy = nil
+	badLimits := e.template(t, "")
+	badLimits.Limits.Pids = 0
+	relRoot := e.template(t, "")
+	relRoot.RootFS = "rootfs"
+	badRepo := e.template(t, "")
+	badRepo.Repo = "/nonexistent/repo"
+	for name, tpl := range map[string]isolate.Template{"nil policy": noPolicy, "bad limits": badLimits, "relative root": relRoot, "missing repo": badRepo} {
+		_, err := e.rt.Prepare(ctx, tpl)
+		assert.Error(t, err, name)
+		o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{Script: []byte(okScript)}})
+		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, name)
+	}
+	e.assertIdle(t)
+	require.NoError(t, e.rt.Usable())
+}
+
+// TestCustomArgv runs a job with its own command line.
+func TestCustomArgv(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := e.rt.Run(ctx, isolate.Spec{Template: e.template(t, ""), Job: isolate.Job{
+		Argv:   []string{"/usr/bin/python3", "-I", "-S", "-c", "import sys; open('/query/out', 'w').write(sys.argv[1])", "[42]"},
+		Script: []byte("unused"),
+	}})
+	require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+	assert.Equal(t, "[42]", string(o.Output))
+	e.assertIdle(t)
+}
+
+// TestConcurrentRuns runs sandboxes side by side.
+func TestConcurrentRuns(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tpl := e.template(t, seedRepo(t))
+	var wg sync.WaitGroup
+	outs := make([]isolate.Outcome, 4)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			script := fmt.Sprintf("import os\nopen('/query/repo/mine', 'w').write('%d')\nopen('/query/out', 'w').write(str(sorted(os.listdir('/query/repo'))).replace(\"'\", '\"') + '%d')\n", i, i)
+			outs[i] = e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: fmt.Sprint(i), Script: []byte(script)}})
+		}()
+	}
+	wg.Wait()
+	for i, o := range outs {
+		require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+		assert.Equal(t, fmt.Sprintf(`["a.txt", "mine", "sub"]%d`, i), string(o.Output))
+	}
+	e.assertIdle(t)
+}
+
+// TestStateDirIsExclusive refuses a second runtime on a live state dir.
+func TestStateDirIsExclusive(t *testing.T) {
+	e := newEnv(t)
+	_, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: e.state})
+	require.Error(t, err)
+}
+
+// TestCgroupMode reports a known mode.
+func TestCgroupMode(t *testing.T) {
+	mode, err := direct.CgroupMode()
+	require.NoError(t, err)
+	assert.Contains(t, []string{direct.ModeV1Hybrid, direct.ModeV2, direct.ModeV2Delegated}, mode)
+	e := newEnv(t)
+	assert.Equal(t, mode, e.rt.CgroupMode())
+	require.NoError(t, e.rt.Probe(context.Background()))
+	t.Logf("cgroup mode %s, parent %s", mode, e.rt.CgroupParentPath())
+}
