@@ -97,7 +97,7 @@ func appendObject(dst []byte, n *node, v Value) ([]byte, *locError) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, name)
+		dst = appendIdentifier(dst, name)
 		dst = append(dst, ':')
 		var err *locError
 		if dst, err = appendCanonical(dst, n.kids[i], fv); err != nil {
@@ -155,7 +155,7 @@ func appendUnion(dst []byte, n *node, v Value) ([]byte, *locError) {
 			continue
 		}
 		dst = append(dst, `{"tag":`...)
-		dst = appendString(dst, name)
+		dst = appendIdentifier(dst, name)
 		dst = append(dst, `,"value":`...)
 		var err *locError
 		if dst, err = appendCanonical(dst, n.kids[i], val); err != nil {

@@ -102,8 +102,12 @@ func (p *parser) value(depth int) (Value, error) {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
+		start := p.pos
 		s, err := p.str()
-		return Value{kind: KindString, s: s}, err
+		// A string whose source has no escapes holds no '"', '\' or
+		// control byte, so it is written back as it is.
+		plain := len(s) == p.pos-start-2
+		return Value{kind: KindString, s: s, plain: plain}, err
 	case c == 't':
 		return Value{kind: KindBool, n: 1}, p.word("true")
 	case c == 'f':

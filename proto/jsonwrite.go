@@ -17,6 +17,11 @@ func (v Value) AppendCompact(dst []byte) []byte {
 	case KindInteger:
 		return strconv.AppendInt(dst, v.n, 10)
 	case KindString:
+		if v.plain {
+			dst = append(dst, '"')
+			dst = append(dst, v.s...)
+			return append(dst, '"')
+		}
 		return appendString(dst, v.s)
 	case KindArray:
 		dst = append(dst, '[')
@@ -54,6 +59,9 @@ func (v Value) compactLen() int {
 		var buf [24]byte
 		return len(strconv.AppendInt(buf[:0], v.n, 10))
 	case KindString:
+		if v.plain {
+			return len(v.s) + 2
+		}
 		return stringLen(v.s)
 	}
 	n := 2 + max(len(v.kids)-1, 0)
@@ -90,6 +98,14 @@ func CompactJSON(src []byte) ([]byte, error) {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// appendIdentifier writes a field name or union tag (R25), which never needs
+// escaping.
+func appendIdentifier(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
 
 // appendString writes s as a JSON string the way ECMAScript JSON.stringify
 // does for well-formed strings: escape '"', '\\' and C0 controls (short forms

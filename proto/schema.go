@@ -251,8 +251,9 @@ func (b *builder) enum(v Value) (*node, *locError) {
 }
 
 // findDuplicate returns the indexes of the first repeated literal, or -1, -1.
+// All items have one kind (checked before).
 func findDuplicate(items []Member) (int, int) {
-	if len(items) <= 32 {
+	if len(items) <= 16 || items[0].Value.kind == KindNull || items[0].Value.kind == KindBool {
 		for j := range items {
 			for i := 0; i < j; i++ {
 				if equalLiteral(items[i].Value, items[j].Value) {
@@ -262,18 +263,22 @@ func findDuplicate(items []Member) (int, int) {
 		}
 		return -1, -1
 	}
-	type litKey struct {
-		kind Kind
-		n    int64
-		s    string
+	if items[0].Value.kind == KindString {
+		seen := make(map[string]int, len(items))
+		for j, m := range items {
+			if i, ok := seen[m.Value.s]; ok {
+				return i, j
+			}
+			seen[m.Value.s] = j
+		}
+		return -1, -1
 	}
-	seen := make(map[litKey]int, len(items))
+	seen := make(map[int64]int, len(items))
 	for j, m := range items {
-		k := litKey{m.Value.kind, m.Value.n, m.Value.s}
-		if i, ok := seen[k]; ok {
+		if i, ok := seen[m.Value.n]; ok {
 			return i, j
 		}
-		seen[k] = j
+		seen[m.Value.n] = j
 	}
 	return -1, -1
 }

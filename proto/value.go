@@ -37,10 +37,11 @@ func (k Kind) String() string {
 // are immutable by convention: callers must not modify the slices returned by
 // Items and Members.
 type Value struct {
-	kind Kind
-	n    int64    // integer value; 1 for true
-	s    string   // string value
-	kids []Member // array elements (empty keys) or object members
+	kind  Kind
+	plain bool     // string needs no escaping when written (R10)
+	n     int64    // integer value; 1 for true
+	s     string   // string value
+	kids  []Member // array elements (empty keys) or object members
 }
 
 // Member is one key/value pair of a JSON object, in input order.
