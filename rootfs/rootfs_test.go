@@ -62,7 +62,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		undo func() error
 	}{
 		{"content", func() error { return os.WriteFile(filepath.Join(dir, "etc/hosts"), []byte("1.2.3.4 x\n"), 0o644) },
-			func() error { return os.WriteFile(filepath.Join(dir, "etc/hosts"), []byte("127.0.0.1 localhost\n::1 localhost\n"), 0o644) }},
+			func() error {
+				return os.WriteFile(filepath.Join(dir, "etc/hosts"), []byte("127.0.0.1 localhost\n::1 localhost\n"), 0o644)
+			}},
 		{"mode", func() error { return os.Chmod(filepath.Join(dir, "etc/passwd"), 0o666) },
 			func() error { return os.Chmod(filepath.Join(dir, "etc/passwd"), 0o644) }},
 		{"owner", func() error { return os.Lchown(filepath.Join(dir, "etc/group"), 65534, 65534) },
