@@ -158,6 +158,9 @@ func TestScrubSeedRejects(t *testing.T) {
 		{"alternates", func(t *testing.T, seed string) {
 			writeFile(t, filepath.Join(seed, ".git", "objects", "info", "alternates"), "/tmp/objects\n", 0o644)
 		}, RuleAlternates},
+		{"symlink inside the git dir", func(t *testing.T, seed string) {
+			require.NoError(t, os.Symlink("/etc", filepath.Join(seed, ".git", "refs", "heads", "evil")))
+		}, RuleGitDirSymlink},
 		{"worktrees", func(t *testing.T, seed string) {
 			require.NoError(t, os.MkdirAll(filepath.Join(seed, ".git", "worktrees", "w"), 0o755))
 		}, RuleWorktree},

@@ -24,7 +24,7 @@ func (e *RejectError) Error() string { return "rejected (" + e.Rule + "): " + e.
 
 // Rejection rules, one label per rule of docs/staging.md.
 const (
-	RuleGitDirSymlink = "git-dir-symlink"  // .git is a symlink
+	RuleGitDirSymlink = "git-dir-symlink"  // .git is a symlink, or holds one
 	RuleGitDirFile    = "git-dir-file"     // .git is a gitdir pointer file
 	RuleNotRepository = "not-a-repository" // local source is not a git repository
 	RuleSubmodule     = "submodule"        // .gitmodules anywhere, or .git/modules
@@ -134,8 +134,9 @@ func typeOf(fi os.FileInfo) string {
 }
 
 // checkTreeFiles walks dir without following links and rejects any device,
-// FIFO or socket. For a seed (strict) it also rejects .gitmodules anywhere
-// and a .git below the top level.
+// FIFO or socket. For a seed (strict) it also rejects .gitmodules anywhere,
+// a .git below the top level, and any symlink inside the git directory (git
+// never makes one; HEAD and refs are read without following links).
 func checkTreeFiles(ctx context.Context, dir string, strict bool) error {
 	fd, _, err := openRoot(dir)
 	if err != nil {
@@ -148,7 +149,13 @@ func checkTreeFiles(ctx context.Context, dir string, strict bool) error {
 		default:
 			return reject(RuleSpecialFile, "%s is a %s", e.Rel, typeName(e.Stat.Mode))
 		}
-		if !strict || strings.HasPrefix(e.Rel, ".git/") {
+		if !strict {
+			return nil
+		}
+		if strings.HasPrefix(e.Rel, ".git/") {
+			if e.typ() == unix.S_IFLNK {
+				return reject(RuleGitDirSymlink, "%s is a symlink inside the git directory", e.Rel)
+			}
 			return nil
 		}
 		if strings.EqualFold(e.Name, ".gitmodules") {

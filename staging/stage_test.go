@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -414,4 +417,55 @@ func TestGitEnvironmentIsCompleteAndMinimal(t *testing.T) {
 	assert.NotContains(t, string(script), "tok_abc")
 	require.NoError(t, creds.remove())
 	assert.Empty(t, listDir(t, root))
+}
+
+func TestLoadSeedsRechecksEverySeed(t *testing.T) {
+	f := newFixture(t, "acme/one", defaultSpec("1"))
+	w2, _ := makeWorkRepo(t, defaultSpec("2"))
+	f.srv.add(t, "acme/two", w2)
+	repos := []Repo{{Slug: "acme/one", Sensitivity: "public"}, {Slug: "acme/two", Sensitivity: "sealed", Ref: "main"}}
+	staged, err := Stage(context.Background(), f.opts(), repos)
+	require.NoError(t, err)
+	loaded, err := LoadSeeds(context.Background(), f.root)
+	require.NoError(t, err)
+	assert.Equal(t, staged, loaded)
+	for _, s := range staged {
+		head, err := ReadHead(s.Dir)
+		require.NoError(t, err)
+		assert.Equal(t, s.Commit, head)
+		assert.Equal(t, SeedDir(f.root, s.SeedID), s.Dir)
+	}
+
+	// A seed whose HEAD moved, or that became writable, is refused.
+	ref := filepath.Join(staged[0].Dir, ".git", "refs", "heads", "main")
+	require.NoError(t, os.Chmod(ref, 0o644))
+	_, err = LoadSeeds(context.Background(), f.root)
+	require.Error(t, err)
+	require.NoError(t, os.WriteFile(ref, []byte(staged[1].Commit+"\n"), 0o644))
+	require.NoError(t, os.Chmod(ref, 0o444))
+	_, err = LoadSeeds(context.Background(), f.root)
+	require.ErrorContains(t, err, "HEAD is")
+}
+
+func TestStageGitTimeoutKillsEverything(t *testing.T) {
+	// A server that accepts and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	block := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { close(block); srv.Close() })
+	root := newPrivateRoot(t)
+	o := Options{PrivateRoot: root, RunID: randHex(t, 16), Token: "tok_" + randHex(t, 8),
+		ServerURL: "http://" + ln.Addr().String(), GitTimeout: 2 * time.Second}
+	_, err = Stage(context.Background(), o, []Repo{{Slug: "acme/slow", Sensitivity: "public"}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Empty(t, listDir(t, root))
+	// No git process of this staging is left behind.
+	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range pids {
+		b, _ := os.ReadFile(p)
+		assert.NotContains(t, string(b), ln.Addr().String(), p)
+		assert.NotContains(t, string(b), root, p)
+	}
 }
