@@ -29,11 +29,12 @@ func SeedID(runID, slug string) string {
 }
 
 // ResolveToken returns the staging credential: GH_TOKEN, then GITHUB_TOKEN,
-// trimmed of surrounding white space. "" means none is configured.
+// trimmed of surrounding white space. "" means none is configured. The result
+// is a copy, so it survives ScrubEnviron.
 func ResolveToken(getenv func(string) string) string {
-	for _, name := range []string{"GH_TOKEN", "GITHUB_TOKEN"} {
+	for _, name := range TokenVariables {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
+			return strings.Clone(v)
 		}
 	}
 	return ""
