@@ -21,6 +21,10 @@ import (
 // testRoot is the rootfs built once for the package's tests.
 var testRoot string
 
+// probed is a runtime probed once by TestMain; other runtimes reuse its
+// platform choice so that each test does not pay the KVM probe deadline.
+var probed *Runtime
+
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -37,6 +41,20 @@ func runMain(m *testing.M) int {
 	defer cancel()
 	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
 		fmt.Fprintln(os.Stderr, "rootfs build:", err)
+		return 1
+	}
+	state, err := os.MkdirTemp("", "awf-gvisor-probe-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe state dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(state)
+	defer removeTestCgroupParent()
+	if probed, err = newRuntime(isolate.HostConfig{RunID: "probe", StateDir: state, CgroupParent: "awf-test"}); err == nil {
+		err = probed.Probe(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gvisor probe:", err)
 		return 1
 	}
 	return m.Run()
@@ -56,6 +74,7 @@ func newTestRuntime(t testing.TB) *Runtime {
 	state := t.TempDir()
 	r, err := newRuntime(isolate.HostConfig{RunID: randomID(t), StateDir: state, CgroupParent: "awf-test"})
 	require.NoError(t, err)
+	r.platform, r.unimpl = probed.platform, probed.unimpl
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -116,4 +135,13 @@ func testPolicy(t testing.TB) *policy.Policy {
 // template returns a template over the test rootfs.
 func template(t testing.TB, r *Runtime, repo string) isolate.Template {
 	return isolate.Template{RunID: r.runID, RootFS: testRoot, Repo: repo, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)}
+}
+
+// removeTestCgroupParent removes the tests' parent cgroup once it is empty.
+func removeTestCgroupParent() {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "awf-test"))
+	dirs = append(dirs, filepath.Join(cgroupRoot, "awf-test"))
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
 }

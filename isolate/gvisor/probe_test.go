@@ -13,6 +13,7 @@ import (
 
 func TestProbeChoosesAWorkingPlatform(t *testing.T) {
 	r := newTestRuntime(t)
+	r.platform, r.unimpl = "", nil
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, r.Probe(ctx))

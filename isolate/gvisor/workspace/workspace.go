@@ -123,36 +123,23 @@ func Create(ctx context.Context, parent string, j Journal, l isolate.Limits, see
 	return w, nil
 }
 
-// copyRepo copies seed into a fresh tmpfs of size bytes with the safe copier
-// and hands the copy to the sandbox user. The seed itself is only read.
+// copyRepo copies seed into a fresh tmpfs of size bytes with the safe copier,
+// owned by the sandbox user and owner-writable. The seed itself is only read.
 func (w *Workspace) copyRepo(ctx context.Context, seed string, size int64) error {
 	fs := filepath.Join(w.Dir, repoFSName)
 	if err := mountTmpfs(fs, size, 0o700); err != nil {
 		return err
 	}
 	dst := filepath.Join(fs, repoTree)
-	lim := staging.CopyLimits{MaxBytes: size, MaxFiles: maxRepoFiles, MaxDepth: maxRepoDepth}
+	lim := staging.CopyLimits{
+		MaxBytes: size, MaxFiles: maxRepoFiles, MaxDepth: maxRepoDepth,
+		Owner:    &staging.Ownership{UID: SandboxUID, GID: SandboxGID},
+		Writable: true,
+	}
 	if err := staging.CopyTree(ctx, seed, dst, lim); err != nil {
 		return fmt.Errorf("workspace: copy repository view: %w", err)
 	}
-	if err := chownTree(ctx, dst, SandboxUID, SandboxGID); err != nil {
-		return fmt.Errorf("workspace: hand repository view to the sandbox user: %w", err)
-	}
 	return nil
-}
-
-// chownTree gives every entry under dir (dir included) to uid:gid without
-// following links. It runs before any sandbox process exists.
-func chownTree(ctx context.Context, dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return unix.Lchown(p, uid, gid)
-	})
 }
 
 // WriteScript places the job's script, read-only and root-owned, where the
