@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/policy"
 )
 
 // Sandbox identity and environment.
@@ -49,12 +50,9 @@ func (r *Runtime) containerConfig(id, root string, t isolate.Template, sc scratc
 			return nil, fmt.Errorf("no seccomp policy: refusing to run without one")
 		}
 		var err error
-		seccomp, err = t.Policy.Libcontainer()
+		seccomp, err = r.compiledPolicy(t.Policy)
 		if err != nil {
-			return nil, fmt.Errorf("compile seccomp policy: %w", err)
-		}
-		if seccomp == nil {
-			return nil, fmt.Errorf("seccomp policy %q compiled to nothing", t.Policy.Name)
+			return nil, err
 		}
 	}
 	ns := configs.Namespaces{
@@ -169,4 +167,29 @@ func deviceRules() []*devcfg.Rule {
 		rules = append(rules, &rule)
 	}
 	return rules
+}
+
+// maxCachedPolicies bounds the compiled-policy cache.
+const maxCachedPolicies = 16
+
+// compiledPolicy compiles p once per runtime (about 4 ms each time
+// otherwise). libcontainer only reads the result, so sandboxes share it.
+func (r *Runtime) compiledPolicy(p *policy.Policy) (*configs.Seccomp, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sc, ok := r.policies[p]; ok {
+		return sc, nil
+	}
+	sc, err := p.Libcontainer()
+	if err != nil {
+		return nil, fmt.Errorf("compile seccomp policy: %w", err)
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("seccomp policy %q compiled to nothing", p.Name)
+	}
+	if len(r.policies) >= maxCachedPolicies {
+		clear(r.policies)
+	}
+	r.policies[p] = sc
+	return sc, nil
 }

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
 
 	// The nsenter constructor must run before the Go runtime in the init
@@ -32,6 +33,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/policy"
 )
 
 // Name is the backend's configuration name.
@@ -65,6 +67,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	active   map[string]bool   // journal names of live resources
 	rootBind map[string]string // rootfs dir -> read-only bind
+	policies map[*policy.Policy]*configs.Seccomp
 	broken   atomic.Pointer[error]
 	closed   atomic.Bool
 }
@@ -107,6 +110,7 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		roots:    filepath.Join(state, "roots"),
 		active:   map[string]bool{},
 		rootBind: map[string]string{},
+		policies: map[*policy.Policy]*configs.Seccomp{},
 	}
 	for _, d := range []string{state, r.libct, r.journal, r.scratch, r.roots} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -136,3 +136,23 @@ func TestCgroupMode(t *testing.T) {
 	require.NoError(t, e.rt.Probe(context.Background()))
 	t.Logf("cgroup mode %s, parent %s", mode, e.rt.CgroupParentPath())
 }
+
+// TestPrepareDeadline gives Prepare too little time: whatever it had started
+// is torn down and the runtime stays usable.
+func TestPrepareDeadline(t *testing.T) {
+	e := newEnv(t)
+	for _, d := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		sb, err := e.rt.Prepare(ctx, e.template(t, ""))
+		cancel()
+		if err == nil {
+			require.NoError(t, sb.Destroy(context.Background()))
+		}
+	}
+	require.Eventually(t, func() bool {
+		ents, err := os.ReadDir(e.state + "/libct")
+		return err == nil && len(ents) == 0 && len(leftoverCgroups(t, e.runID)) == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	e.assertIdle(t)
+	require.NoError(t, e.rt.Usable())
+}

@@ -25,6 +25,10 @@ const (
 	maxScriptSize = 1 << 20
 )
 
+// errStartAbandoned means Prepare's context ended while libcontainer was
+// starting init; the sandbox is torn down in the background.
+var errStartAbandoned = errors.New("start abandoned")
+
 // scratchDirs are one sandbox's host directories, all on its scratch tmpfs.
 type scratchDirs struct {
 	root  string // tmpfs mount point
@@ -74,6 +78,9 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	if err := checkTemplate(t); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("direct: prepare: %w", err)
+	}
 	root, err := r.rootBindFor(t.RootFS)
 	if err != nil {
 		return nil, err
@@ -92,6 +99,9 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 		return nil, err
 	}
 	if err := sb.start(ctx); err != nil {
+		if errors.Is(err, errStartAbandoned) {
+			return nil, fmt.Errorf("direct: prepare: %w", err)
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if derr := sb.Destroy(dctx); derr != nil {
@@ -215,21 +225,29 @@ func (sb *sandbox) start(ctx context.Context) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		// Start has no context: let it finish in the background and make
-		// sure the container is torn down after it.
+		// Start has no context: let it finish in the background, then tear
+		// the sandbox down. Prepare must not destroy it concurrently.
 		go func() {
-			<-errc
+			if err := <-errc; err == nil {
+				_ = sb.afterStart()
+			}
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if derr := sb.teardown(dctx); derr != nil {
-				sb.r.markBroken(derr)
-			}
+			_ = sb.Destroy(dctx) // marks the runtime unusable on failure
 		}()
-		return fmt.Errorf("start container: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", errStartAbandoned, ctx.Err())
 	}
 	if err != nil {
 		return fmt.Errorf("start container: %w", err)
 	}
+	if err := sb.afterStart(); err != nil {
+		return err
+	}
+	return sb.openQuery()
+}
+
+// afterStart records init's pid and reaps it in the background.
+func (sb *sandbox) afterStart() error {
 	pid, err := sb.proc.Pid()
 	if err != nil {
 		return fmt.Errorf("init pid: %w", err)
@@ -239,6 +257,12 @@ func (sb *sandbox) start(ctx context.Context) error {
 		sb.ps, sb.werr = sb.proc.Wait()
 		close(sb.done)
 	}()
+	return nil
+}
+
+// openQuery opens the sandbox's /query from the outside.
+func (sb *sandbox) openQuery() error {
+	pid := sb.pid
 	// Init has finished its mounts and pivot_root and waits on the exec
 	// fifo: no untrusted code has run yet, so this path resolves inside the
 	// sandbox's own /query tmpfs. The fd keeps that tmpfs alive after exit.
