@@ -412,6 +412,8 @@ def gen_schema():
         "4101 bytes in compact form")
     bad("enum-4096-members-unreachable", ["R1", "R18"], prefix + ",".join(str(i) for i in range(4096)) + suffix,
         "the maximum is 8192", cls="json", note="MaxEnumValues cannot bind: 4096 distinct members exceed the text limits")
+    bad("enum-4097-members-unreachable", ["R1", "R18"], prefix + ",".join(str(i) for i in range(4097)) + suffix,
+        "the maximum is 8192", cls="json", note="one past MaxEnumValues: rejected by the text limit first")
     # R15 node shape, type and exact keys
     bad("node-array", ["R15"], "[]", "must be a JSON object, got array")
     bad("node-string", ["R15"], '"boolean"', "must be a JSON object, got string")
