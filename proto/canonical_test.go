@@ -105,3 +105,23 @@ func TestEnvelopes(t *testing.T) {
 	assert.Equal(t, `{"status":"error"}`, proto.ErrorEnvelope)
 	assert.Equal(t, `{"status":"ok","result":true}`, string(proto.OKEnvelope([]byte("true"))))
 }
+
+func TestSchemaConcurrentUse(t *testing.T) {
+	s, err := proto.ParseSchema([]byte(`{"type":"object","fields":{"a":{"type":"enum","values":["x","y"]},"n":{"type":"integer","minimum":0,"maximum":9}}}`))
+	require.NoError(t, err)
+	done := make(chan []byte)
+	for i := 0; i < 8; i++ {
+		go func() {
+			var last []byte
+			for j := 0; j < 200; j++ {
+				last, _ = s.CheckResult([]byte(`{"n":3,"a":"y"}`))
+				_ = s.Cardinality().String()
+				_ = s.Compact()
+			}
+			done <- last
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		assert.Equal(t, `{"a":"y","n":3}`, string(<-done))
+	}
+}
