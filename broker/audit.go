@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Failure reasons written to the audit log. The first group matches the
+// reference protocol's labels; sandbox outcome kinds that have no reference
+// label (oom, pids-limit, file-size-limit, seccomp-kill) are used as reasons
+// themselves, and every post-launch failure also carries its outcome kind.
+const (
+	ReasonInvalidRequest   = "invalid-request"
+	ReasonRepoNotAllowed   = "repo-not-allowed"
+	ReasonBudgetExhausted  = "bit-budget-exhausted"
+	ReasonCountExhausted   = "invocation-count-exhausted"
+	ReasonWorkspaceFailed  = "workspace-create-failed"
+	ReasonTimeout          = "timeout"
+	ReasonNonZeroExit      = "non-zero-exit"
+	ReasonUnreadableOutput = "unreadable-output"
+	ReasonNonconformant    = "nonconformant-output"
+	ReasonLaunchFailed     = "launch-failed"
+	ReasonCleanupFailed    = "cleanup-failed"
+	ReasonBucketOverflow   = "timing-bucket-overflow"
+	ReasonUnexpected       = "unexpected-error"
+	ReasonBodyRejected     = "body-rejected"
+	ReasonFrameRejected    = "frame-rejected"
+	ReasonHeaderRejected   = "header-rejected"
+	ReasonConnectionLimit  = "connection-limit"
+	ReasonShuttingDown     = "shutting-down"
+)
+
+// Pseudo invocation ids for records that belong to no invocation.
+const (
+	IDBudget    = "budget"
+	IDQueue     = "queue"
+	IDFraming   = "framing"
+	IDTransport = "transport"
+	IDServer    = "server"
+)
+
+// maxDetail caps a failure record's detail, in bytes.
+const maxDetail = 500
+
+// Record is one audit line. Fields that do not apply to a kind are omitted.
+type Record struct {
+	TS           string `json:"ts"`
+	Kind         string `json:"kind"` // invocation, failure, lifecycle
+	InvocationID string `json:"invocationId,omitempty"`
+	Repo         string `json:"repo,omitempty"`
+	Sensitivity  string `json:"sensitivity,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	Outcome      string `json:"outcome,omitempty"`
+	Bits         *int64 `json:"bits,omitempty"`
+	BucketMs     *int64 `json:"bucketMs,omitempty"`
+	Event        string `json:"event,omitempty"`
+	Detail       string `json:"detail,omitempty"`
+}
+
+// Audit is the protected audit log: JSONL appended to a 0600 file in a 0700
+// directory of the private root. It is never visible to the agent.
+type Audit struct {
+	mu  sync.Mutex
+	f   *os.File
+	now func() time.Time
+}
+
+// OpenAudit creates dir (0700) if needed and opens name in it for appending
+// (0600, no symlink follow).
+func OpenAudit(dir, name string) (*Audit, error) {
+	f, err := openProtected(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Audit{f: f, now: time.Now}, nil
+}
+
+func openProtected(dir, name string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("audit dir %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("audit dir %s: %w", dir, err)
+	}
+	p := filepath.Join(dir, name)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", p, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit log %s: %w", p, err)
+	}
+	return f, nil
+}
+
+// Write appends one record, stamping its time.
+func (a *Audit) Write(r Record) {
+	if a == nil {
+		return
+	}
+	r.TS = a.now().UTC().Format(time.RFC3339Nano)
+	r.Detail = truncateUTF8(r.Detail, maxDetail)
+	line, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.f.Write(append(line, '\n')); err != nil {
+		fmt.Fprintf(os.Stderr, "awf broker: audit write failed: %v\n", err)
+	}
+}
+
+// Failure appends a failure record.
+func (a *Audit) Failure(id, reason, detail string) {
+	a.Write(Record{Kind: "failure", InvocationID: id, Reason: reason, Detail: detail})
+}
+
+// Lifecycle appends a lifecycle record.
+func (a *Audit) Lifecycle(event, detail string) {
+	a.Write(Record{Kind: "lifecycle", Event: event, Detail: detail})
+}
+
+// Close closes the log.
+func (a *Audit) Close() error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f.Close()
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// Telemetry is the narrow runtime telemetry record: backends, lifecycle
+// class, capability state and a category. It never holds repository names,
+// scripts, outputs, paths or credentials.
+type Telemetry struct {
+	PrimaryBackend  string `json:"primaryBackend"`
+	QueryBackend    string `json:"queryBackend"`
+	LifecycleClass  string `json:"lifecycleClass"`  // preflight, startup, query, cleanup
+	CapabilityState string `json:"capabilityState"` // supported, unavailable, blocked
+	Category        string `json:"category"`
+}
+
+// TelemetryLog appends Telemetry records to runtime-telemetry.jsonl.
+type TelemetryLog struct {
+	mu      sync.Mutex
+	f       *os.File
+	primary string
+	backend string
+}
+
+// OpenTelemetry opens dir/runtime-telemetry.jsonl (0600) for the given backends.
+func OpenTelemetry(dir, primary, backend string) (*TelemetryLog, error) {
+	f, err := openProtected(dir, "runtime-telemetry.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	return &TelemetryLog{f: f, primary: primary, backend: backend}, nil
+}
+
+// Emit appends one record.
+func (t *TelemetryLog) Emit(class, state, category string) {
+	if t == nil {
+		return
+	}
+	line, err := json.Marshal(Telemetry{t.primary, t.backend, class, state, category})
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, _ = t.f.Write(append(line, '\n'))
+}
+
+// Close closes the log.
+func (t *TelemetryLog) Close() error {
+	if t == nil {
+		return nil
+	}
+	return t.f.Close()
+}

@@ -1,0 +1,251 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/proto"
+)
+
+// Seed is one staged repository as the broker knows it.
+type Seed struct {
+	Repo        string // lower-cased slug
+	Dir         string // read-only seed directory
+	Sensitivity string
+}
+
+// Options configure a Broker.
+type Options struct {
+	Kind    JobKind
+	Runtime isolate.Runtime
+	// Template is the sandbox template; Repo is filled in per request.
+	Template isolate.Template
+	Seeds    []Seed
+	// MaxInvocations caps the requests of one run.
+	MaxInvocations int
+	// Timeout is the per-job wall-clock limit (at most 540 s).
+	Timeout time.Duration
+	// Clock defaults to the real monotonic clock.
+	Clock     Clock
+	Audit     *Audit
+	Telemetry *TelemetryLog
+}
+
+// Broker runs jobs of one kind, one at a time, and answers canonically.
+type Broker struct {
+	o      Options
+	seeds  map[string]Seed
+	ledger *Ledger
+	lane   chan struct{}
+
+	mu     sync.Mutex
+	used   int
+	closed atomic.Bool
+	active sync.WaitGroup
+}
+
+// New returns a broker.
+func New(o Options) (*Broker, error) {
+	if o.Kind == nil || o.Runtime == nil {
+		return nil, fmt.Errorf("broker: kind and runtime are required")
+	}
+	if o.MaxInvocations < 1 {
+		return nil, fmt.Errorf("broker: maxInvocations %d must be at least 1", o.MaxInvocations)
+	}
+	if o.Timeout <= 0 || o.Timeout > proto.MaxQueryTimeoutSeconds*time.Second {
+		return nil, fmt.Errorf("broker: timeout %v must be in (0, %ds]", o.Timeout, proto.MaxQueryTimeoutSeconds)
+	}
+	if o.Clock == nil {
+		o.Clock = NewMonotonicClock()
+	}
+	b := &Broker{o: o, seeds: map[string]Seed{}, lane: make(chan struct{}, 1)}
+	sens := map[string]string{}
+	for _, s := range o.Seeds {
+		key := strings.ToLower(s.Repo)
+		if _, dup := b.seeds[key]; dup {
+			return nil, fmt.Errorf("broker: repository %s is configured twice", key)
+		}
+		b.seeds[key] = s
+		sens[key] = s.Sensitivity
+	}
+	b.ledger = NewLedger(sens)
+	return b, nil
+}
+
+// Ledger exposes the ledger to the operator side (tests, summaries).
+func (b *Broker) Ledger() *Ledger { return b.ledger }
+
+// Freeze stops admissions: every later request gets the canonical error
+// without being counted.
+func (b *Broker) Freeze() { b.closed.Store(true) }
+
+// Wait waits for admitted requests to finish, or for ctx.
+func (b *Broker) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { b.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errorBody = []byte(proto.ErrorEnvelope)
+
+// Handle answers one request that reached the route. The returned body is
+// always one of the two canonical strings.
+func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
+	if b.closed.Load() {
+		return errorBody
+	}
+	b.mu.Lock()
+	if b.used >= b.o.MaxInvocations {
+		b.mu.Unlock()
+		b.o.Audit.Failure(IDBudget, ReasonCountExhausted, fmt.Sprintf("maxInvocations=%d", b.o.MaxInvocations))
+		return errorBody
+	}
+	b.used++
+	b.active.Add(1)
+	b.mu.Unlock()
+	defer b.active.Done()
+
+	select {
+	case b.lane <- struct{}{}:
+	case <-ctx.Done():
+		b.o.Audit.Failure(IDQueue, ReasonUnexpected, "request abandoned while queued")
+		return errorBody
+	}
+	defer func() { <-b.lane }()
+	body, err := b.execute(ctx, r)
+	if err != nil {
+		b.o.Audit.Failure(IDQueue, ReasonUnexpected, err.Error())
+		return errorBody
+	}
+	return body
+}
+
+// Used returns how many requests have been counted.
+func (b *Broker) Used() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+func newInvocationID() string {
+	var r [12]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(r[:])
+}
+
+// execute runs one counted request through the pipeline on the lane.
+func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			body, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	id := newInvocationID()
+	a := b.o.Audit
+
+	task, reason, ferr := frame(b.o.Kind, r)
+	if ferr != nil {
+		if reason != ReasonInvalidRequest {
+			a.Failure(IDFraming, reason, ferr.Error())
+		}
+		a.Failure(id, ReasonInvalidRequest, ferr.Error())
+		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonInvalidRequest)
+		return errorBody, nil
+	}
+	key := strings.ToLower(task.Repo())
+	seed, ok := b.seeds[key]
+	if !ok {
+		a.Failure(id, ReasonRepoNotAllowed, "repo="+key)
+		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonRepoNotAllowed)
+		return errorBody, nil
+	}
+	charge := task.ChargeBits()
+	if !b.ledger.TryDebit(key, charge) {
+		a.Failure(id, ReasonBudgetExhausted, fmt.Sprintf("repo=%s charge=%d", key, charge))
+		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonBudgetExhausted)
+		return errorBody, nil
+	}
+
+	// The clock starts after the debit. Everything until the sandbox and its
+	// workspace are gone is inside the measurement.
+	clock := b.o.Clock
+	start := clock.Now()
+	reason, outcome, detail, result := b.run(ctx, id, seed, task)
+	elapsed := clock.Now() - start
+	bucket, inTime := WaitForBucket(ctx, clock, start, elapsed)
+	if !inTime {
+		if ctx.Err() != nil {
+			reason, detail = ReasonUnexpected, "shutdown while waiting for the timing bucket"
+		} else {
+			reason, detail = ReasonBucketOverflow, fmt.Sprintf("elapsed=%dms", elapsed.Milliseconds())
+		}
+		result = nil
+	}
+	bits := charge
+	rec := Record{InvocationID: id, Repo: key, Sensitivity: seed.Sensitivity, Bits: &bits, Outcome: outcome}
+	if inTime {
+		ms := bucket.Milliseconds()
+		rec.BucketMs = &ms
+	}
+	if reason == "" {
+		rec.Kind = "invocation"
+		rec.Outcome = ""
+		a.Write(rec)
+		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", "success")
+		return result, nil
+	}
+	rec.Kind, rec.Reason, rec.Detail = "failure", reason, detail
+	a.Write(rec)
+	b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", reason)
+	return errorBody, nil
+}
+
+// run executes the job in a fresh sandbox and classifies the outcome. It
+// returns an empty reason and the success body, or a failure reason.
+func (b *Broker) run(ctx context.Context, id string, seed Seed, task Task) (reason, outcome, detail string, body []byte) {
+	t := b.o.Template
+	t.Repo = seed.Dir
+	t.Limits.Wall = b.o.Timeout
+	// The runtime gets the job's wall limit plus a grace for setup and
+	// teardown; isolate.RunWithSandbox bounds the destroy on its own.
+	rctx, cancel := context.WithTimeout(ctx, b.o.Timeout+30*time.Second)
+	defer cancel()
+	o := b.o.Runtime.Run(rctx, isolate.Spec{Template: t, Job: task.Job(id)})
+	detail = o.Detail
+	switch o.Kind {
+	case isolate.KindOK:
+		res, err := task.Result(o.Output)
+		if err != nil {
+			return ReasonNonconformant, string(o.Kind), err.Error(), nil
+		}
+		return "", string(o.Kind), "", res
+	case isolate.KindTimeout:
+		return ReasonTimeout, string(o.Kind), detail, nil
+	case isolate.KindNonzeroExit:
+		return ReasonNonZeroExit, string(o.Kind), fmt.Sprintf("exit=%d %s", o.ExitCode, detail), nil
+	case isolate.KindOutputMissing, isolate.KindOutputTooLarge, isolate.KindOutputInvalid:
+		return ReasonUnreadableOutput, string(o.Kind), detail, nil
+	case isolate.KindCleanupFailed:
+		return ReasonCleanupFailed, string(o.Kind), detail, nil
+	case isolate.KindLaunchFailed:
+		return ReasonLaunchFailed, string(o.Kind), detail, nil
+	case isolate.KindOOM, isolate.KindPidsLimit, isolate.KindFileSizeLimit, isolate.KindSeccompKill:
+		return string(o.Kind), string(o.Kind), detail, nil
+	default:
+		return ReasonLaunchFailed, string(o.Kind), "unknown outcome kind: " + detail, nil
+	}
+}

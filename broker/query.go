@@ -1,0 +1,54 @@
+package broker
+
+import (
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/proto"
+)
+
+// The v2 query framing headers, lower-cased.
+const (
+	HeaderQueryVersion = "x-awf-query-version"
+	HeaderRepo         = "x-awf-repo"
+	HeaderSchema       = "x-awf-schema-b64"
+)
+
+// QueryKind is the bounded-query job kind: a Python script and a finite schema.
+type QueryKind struct{}
+
+// Name implements JobKind.
+func (QueryKind) Name() string { return "query" }
+
+// Headers implements JobKind.
+func (QueryKind) Headers() []string { return []string{HeaderQueryVersion, HeaderRepo, HeaderSchema} }
+
+// Version implements JobKind.
+func (QueryKind) Version() string { return "2" }
+
+// MaxBody implements JobKind.
+func (QueryKind) MaxBody() int { return proto.MaxScriptBytes }
+
+// Frame implements JobKind.
+func (QueryKind) Frame(h map[string]string, body []byte) (Task, error) {
+	r, err := proto.ValidateRequest(h[HeaderRepo], h[HeaderSchema], body)
+	if err != nil {
+		return nil, err
+	}
+	return queryTask{r}, nil
+}
+
+type queryTask struct{ r *proto.Request }
+
+func (t queryTask) Repo() string      { return t.r.Repo }
+func (t queryTask) ChargeBits() int64 { return t.r.Schema.ChargeBits() }
+
+func (t queryTask) Job(id string) isolate.Job {
+	return isolate.Job{InvocationID: id, Script: t.r.Script}
+}
+
+func (t queryTask) Result(out []byte) ([]byte, error) {
+	c, err := t.r.Schema.CheckResult(out)
+	if err != nil {
+		return nil, err
+	}
+	return proto.OKEnvelope(c), nil
+}

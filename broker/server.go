@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server limits, matching the reference server.
+const (
+	// MaxConns caps concurrent connections; excess ones get the canonical
+	// error at once.
+	MaxConns = 32
+	// HeadTimeout bounds reading the request line and headers.
+	HeadTimeout = 5 * time.Second
+	// BodyTimeout bounds reading the body.
+	BodyTimeout = 5 * time.Second
+	// WriteTimeout bounds writing the response.
+	WriteTimeout = 5 * time.Second
+	// ClientErrorDelay is the fixed delay before answering a malformed head.
+	ClientErrorDelay = 10 * time.Millisecond
+	// DrainTimeout and DrainBytes bound reading leftover input after a response.
+	DrainTimeout = time.Second
+	DrainBytes   = 1 << 20
+	// Route is the one route.
+	Route = "/query"
+)
+
+// Server serves one Broker over HTTP/1.1 on a stream listener (a Unix
+// socket). Every response is status 200 with one canonical body, and every
+// connection carries exactly one request.
+type Server struct {
+	b     *Broker
+	audit *Audit
+
+	mu       sync.Mutex
+	conns    int
+	stopping bool
+	wg       sync.WaitGroup
+	ln       net.Listener
+	// hard is cancelled when shutdown gives up waiting.
+	hard    context.Context
+	hardEnd context.CancelFunc
+}
+
+// NewServer returns a server for b.
+func NewServer(b *Broker, audit *Audit) *Server {
+	hard, cancel := context.WithCancel(context.Background())
+	return &Server{b: b, audit: audit, hard: hard, hardEnd: cancel}
+}
+
+// ListenUnix creates the socket at path, owned by uid:gid with mode 0600.
+// The socket's directory should be 0700 and owned by root until the socket
+// is in place, so that nobody can reach it before its owner is set.
+func ListenUnix(path string, uid, gid int) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if err := os.Lchown(path, uid, gid); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections until the listener is closed.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
+		ln.Close()
+		return nil
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		s.mu.Lock()
+		over := s.conns >= MaxConns
+		if !over {
+			s.conns++
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			if over {
+				s.audit.Failure(IDServer, ReasonConnectionLimit, fmt.Sprintf("more than %d connections", MaxConns))
+				writeResponse(c, errorBody)
+				c.Close()
+				return
+			}
+			s.serveConn(c)
+			s.mu.Lock()
+			s.conns--
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown freezes admissions (later requests get the canonical error,
+// uncounted), stops accepting, and waits for in-flight requests until ctx
+// ends, after which their sandboxes are abandoned to the runtime's cleanup.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.b.Freeze()
+	s.mu.Lock()
+	ln := s.ln
+	s.stopping = true
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.hardEnd()
+		<-done
+		return fmt.Errorf("shutdown: %w", ctx.Err())
+	}
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(HeadTimeout))
+	br := bufio.NewReaderSize(c, 4096)
+	req, err := readHead(br)
+	var plan bodyPlan
+	if err == nil {
+		plan, err = planBody(req)
+	}
+	if err != nil {
+		s.audit.Failure(IDTransport, ReasonHeaderRejected, err.Error())
+		time.Sleep(ClientErrorDelay)
+		writeResponse(c, errorBody)
+		return
+	}
+	if req.Method != "POST" || req.Target != Route {
+		writeResponse(c, errorBody)
+		return
+	}
+	if s.b.closed.Load() {
+		writeResponse(c, errorBody)
+		return
+	}
+	max := s.b.o.Kind.MaxBody()
+	if !plan.chunked && plan.length > int64(max) {
+		req.BodyErr = fmt.Errorf("%w: Content-Length %d > %d", errBodyTooLarge, plan.length, max)
+	} else {
+		if v, _, ok := req.header("Expect"); ok && strings.EqualFold(v, "100-continue") {
+			_ = c.SetWriteDeadline(time.Now().Add(WriteTimeout))
+			_, _ = c.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+		}
+		_ = c.SetReadDeadline(time.Now().Add(BodyTimeout))
+		req.Body, req.BodyErr = readBody(br, plan, max)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	writeResponse(c, s.b.Handle(s.hard, req))
+}
+
+// writeResponse writes one 200 response with a canonical body and closes
+// the exchange (one request per connection).
+func writeResponse(c net.Conn, body []byte) {
+	_ = c.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	head := "HTTP/1.1 200 OK\r\n" +
+		"content-type: application/json\r\n" +
+		"cache-control: no-store\r\n" +
+		"content-length: " + strconv.Itoa(len(body)) + "\r\n" +
+		"connection: close\r\n\r\n"
+	_, _ = c.Write(append([]byte(head), body...))
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.CloseWrite()
+	}
+	// Closing with unread input would reset the connection and could lose
+	// the response, so drain what the client still sends, within bounds.
+	_ = c.SetReadDeadline(time.Now().Add(DrainTimeout))
+	_, _ = io.CopyN(io.Discard, c, DrainBytes)
+}
