@@ -88,7 +88,7 @@ func (ps *parser) parseLine(line string) {
 	head, reason, hasReason := body, "", false
 	reasonCol := 0
 	if i := strings.IndexByte(body, ':'); i >= 0 {
-		head, reason, hasReason = body[:i], strings.TrimSpace(body[i+1:]), true
+		head, reason, hasReason = body[:i], strings.Join(strings.Fields(body[i+1:]), " "), true
 		reasonCol = ps.col(i)
 	}
 	toks, perr := lexLine(line, 0, head)

@@ -1,0 +1,270 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// ins builds one instruction.
+func ins(code uint16, jt, jf uint8, k uint32) unix.SockFilter {
+	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+}
+
+func TestVMInstructions(t *testing.T) {
+	ret := func(k uint32) unix.SockFilter { return ins(bpfRET|bpfK, 0, 0, k) }
+	cases := []struct {
+		name string
+		prog []unix.SockFilter
+		nr   uint32
+		args [6]uint64
+		want string
+	}{
+		{"ret const", []unix.SockFilter{ret(retAllow)}, 0, [6]uint64{}, "allow"},
+		{"ret errno", []unix.SockFilter{ret(retErrno | 38)}, 0, [6]uint64{}, "errno ENOSYS"},
+		{"ret trace", []unix.SockFilter{ret(retTrace | 7)}, 0, [6]uint64{}, "trace 7"},
+		{"ret log", []unix.SockFilter{ret(retLog)}, 0, [6]uint64{}, "log"},
+		{"ret trap", []unix.SockFilter{ret(retTrap)}, 0, [6]uint64{}, "trap"},
+		{"ret kill thread", []unix.SockFilter{ret(retKillThread)}, 0, [6]uint64{}, "kill_thread"},
+		{"ret unknown", []unix.SockFilter{ret(0x12340000)}, 0, [6]uint64{}, "kill (unknown action 0x12340000)"},
+		{"jeq nr", []unix.SockFilter{
+			ins(bpfLD|bpfW|bpfABS, 0, 0, 0), ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 39), ret(retAllow), ret(retKillProcess)}, 39, [6]uint64{}, "allow"},
+		{"jeq nr miss", []unix.SockFilter{
+			ins(bpfLD|bpfW|bpfABS, 0, 0, 0), ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 39), ret(retAllow), ret(retKillProcess)}, 40, [6]uint64{}, "kill"},
+		{"arg hi word", []unix.SockFilter{
+			ins(bpfLD|bpfW|bpfABS, 0, 0, 20), ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 1), ret(retAllow), ret(retKillProcess)}, 0, [6]uint64{1 << 32}, "allow"},
+		{"alu and jset", []unix.SockFilter{
+			ins(bpfLD|bpfW|bpfABS, 0, 0, 16), ins(bpfALU|bpfAND|bpfK, 0, 0, 0xf0), ins(bpfJMP|bpfJSET|bpfK, 0, 1, 0x10), ret(retAllow), ret(retKillProcess)}, 0, [6]uint64{0x11}, "allow"},
+		{"scratch and x", []unix.SockFilter{
+			ins(bpfLD|bpfIMM, 0, 0, 5), ins(bpfST, 0, 0, 3), ins(bpfLDX|bpfMEM, 0, 0, 3), ins(bpfLD|bpfIMM, 0, 0, 2),
+			ins(bpfALU|bpfADD|bpfX, 0, 0, 0), ins(bpfJMP|bpfJEQ|bpfX, 1, 0, 0), ins(bpfJMP|bpfJGE|bpfK, 0, 1, 7), ret(retAllow), ret(retKillProcess)}, 0, [6]uint64{}, "allow"},
+		{"ja and ret a", []unix.SockFilter{
+			ins(bpfLD|bpfIMM, 0, 0, retErrno|1), ins(bpfJMP|bpfJA, 0, 0, 1), ret(retAllow), ins(bpfRET|bpfA, 0, 0, 0)}, 0, [6]uint64{}, "errno EPERM"},
+		{"len and misc", []unix.SockFilter{
+			ins(bpfLD|bpfW|bpfLEN, 0, 0, 0), ins(bpfMISC|bpfTAX, 0, 0, 0), ins(bpfLD|bpfIMM, 0, 0, 0), ins(bpfMISC|bpfTXA, 0, 0, 0),
+			ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 64), ret(retAllow), ret(retKillProcess)}, 0, [6]uint64{}, "allow"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Evaluate(tc.prog, "x86_64", tc.nr, tc.args)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestVMRejectsInvalidPrograms(t *testing.T) {
+	cases := map[string][]unix.SockFilter{
+		"empty":             nil,
+		"no final return":   {ins(bpfLD|bpfIMM, 0, 0, 0)},
+		"unaligned load":    {ins(bpfLD|bpfW|bpfABS, 0, 0, 2), ins(bpfRET|bpfK, 0, 0, 0)},
+		"load out of data":  {ins(bpfLD|bpfW|bpfABS, 0, 0, 64), ins(bpfRET|bpfK, 0, 0, 0)},
+		"byte load":         {ins(bpfLD|0x10|bpfABS, 0, 0, 0), ins(bpfRET|bpfK, 0, 0, 0)},
+		"jump out":          {ins(bpfJMP|bpfJEQ|bpfK, 5, 0, 0), ins(bpfRET|bpfK, 0, 0, 0)},
+		"ja out":            {ins(bpfJMP|bpfJA, 0, 0, 9), ins(bpfRET|bpfK, 0, 0, 0)},
+		"scratch slot":      {ins(bpfST, 0, 0, 16), ins(bpfRET|bpfK, 0, 0, 0)},
+		"divide by zero":    {ins(bpfALU|bpfDIV|bpfK, 0, 0, 0), ins(bpfRET|bpfK, 0, 0, 0)},
+		"unknown jump":      {ins(bpfJMP|0x50, 0, 0, 0), ins(bpfRET|bpfK, 0, 0, 0)},
+		"bad return source": {ins(bpfRET|bpfX, 0, 0, 0)},
+	}
+	for name, prog := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeFilter("x86_64", prog)
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestDefaultTable(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	for _, arch := range p.Arches {
+		tb, err := p.Table(arch)
+		require.NoError(t, err)
+		assert.Equal(t, "kill", tb.Default)
+		byName := map[string][]Row{}
+		for _, r := range tb.Rows {
+			byName[r.Syscall] = append(byName[r.Syscall], r)
+		}
+		one := func(name, want string) {
+			rows := byName[name]
+			require.Len(t, rows, 1, "%s %s: %v", arch, name, rows)
+			assert.Equal(t, want, rows[0].Action, "%s %s", arch, name)
+		}
+		one("read", "allow")
+		one("execve", "allow")
+		one("fstatfs", "allow")
+		one("statx", "allow")
+		one("openat2", "errno ENOSYS")
+		one("clone3", "errno ENOSYS")
+		for _, n := range []string{"mount", "unshare", "setns", "ptrace", "bpf", "keyctl", "add_key", "request_key",
+			"userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register", "kexec_load",
+			"kexec_file_load", "init_module", "finit_module", "delete_module", "process_vm_readv", "process_vm_writev",
+			"pidfd_getfd", "open_by_handle_at", "fork", "vfork", "memfd_create", "execveat"} {
+			if _, ok := syscallNumber(n, mustArch(t, arch)); ok {
+				one(n, "kill")
+			}
+		}
+		// Every syscall the arch knows has a row.
+		known := 0
+		for nr := 0; nr < probeLimit; nr++ {
+			if name, ok := syscallName(nr, mustArch(t, arch)); ok {
+				known++
+				assert.NotEmpty(t, byName[name], "%s %s has no row", arch, name)
+			}
+		}
+		assert.Greater(t, known, 250)
+		// Conditional rules appear as argument cases, computed from the BPF.
+		assert.Equal(t, []Row{
+			{Arch: arch, Syscall: "socket", Case: "arg0 == 0x1 (AF_UNIX)", Action: "allow"},
+			{Arch: arch, Syscall: "socket", Case: "otherwise", Action: "kill"},
+		}, stripNr(byName["socket"]))
+		assert.Equal(t, []Row{
+			{Arch: arch, Syscall: "clone", Case: "arg0 & 0x7e030100 == 0x10100 (CLONE_VM|CLONE_THREAD)", Action: "allow"},
+			{Arch: arch, Syscall: "clone", Case: "otherwise", Action: "kill"},
+		}, stripNr(byName["clone"]))
+		ioctl := stripNr(byName["ioctl"])
+		assert.Contains(t, ioctl, Row{Arch: arch, Syscall: "ioctl", Case: "arg1 == 0x5401 (TCGETS)", Action: "allow"})
+		assert.Equal(t, Row{Arch: arch, Syscall: "ioctl", Case: "otherwise", Action: "kill"}, ioctl[len(ioctl)-1])
+		// The compat ABI is a bad architecture.
+		compat := byName[compatSyscall]
+		require.Len(t, compat, 1)
+		assert.Equal(t, "kill_thread", compat[0].Action)
+	}
+}
+
+// TestTableMatchesEvaluation cross-checks argument cases with direct runs.
+func TestTableMatchesEvaluation(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	prog, err := p.BPF("x86_64")
+	require.NoError(t, err)
+	a := mustArch(t, "x86_64")
+	nr := func(name string) uint32 {
+		n, ok := syscallNumber(name, a)
+		require.True(t, ok)
+		return uint32(n)
+	}
+	cases := []struct {
+		name    string
+		syscall string
+		args    [6]uint64
+		want    string
+	}{
+		{"TIOCSTI", "ioctl", [6]uint64{0, unix.TIOCSTI}, "kill"},
+		{"TCGETS high bits ignored", "ioctl", [6]uint64{0, 1<<32 | unix.TCGETS}, "allow"},
+		{"fork", "clone", [6]uint64{uint64(unix.SIGCHLD)}, "kill"},
+		{"pthread", "clone", [6]uint64{0x3d0f00}, "allow"},
+		{"go runtime thread", "clone", [6]uint64{0x50f00}, "allow"},
+		{"thread into new netns", "clone", [6]uint64{0x3d0f00 | unix.CLONE_NEWNET}, "kill"},
+		{"AF_UNIX", "socket", [6]uint64{unix.AF_UNIX}, "allow"},
+		{"AF_INET", "socket", [6]uint64{unix.AF_INET}, "kill"},
+		{"F_SETLK", "fcntl", [6]uint64{0, unix.F_SETLK}, "errno ENOLCK"},
+		{"F_SETOWN", "fcntl", [6]uint64{0, unix.F_SETOWN}, "kill"},
+	}
+	for _, tc := range cases {
+		got, err := Evaluate(prog, "x86_64", nr(tc.syscall), tc.args)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
+	// x32 and i386 calls are refused as a bad architecture.
+	got, err := Evaluate(prog, "x86_64", 0x40000000, [6]uint64{})
+	require.NoError(t, err)
+	assert.Equal(t, "kill_thread", got)
+}
+
+func mustArch(t *testing.T, name string) archInfo {
+	t.Helper()
+	a, err := lookupArch(name)
+	require.NoError(t, err)
+	return a
+}
+
+func stripNr(rows []Row) []Row {
+	out := make([]Row, len(rows))
+	for i, r := range rows {
+		r.Nr, r.Last = 0, 0
+		out[i] = r
+	}
+	return out
+}
+
+func TestDiff(t *testing.T) {
+	old, err := Parse("old", []byte(header+"allow read : reading\nallow fstat : stat\n"))
+	require.NoError(t, err)
+	nw, err := Parse("new", []byte(header+"allow read : reading\nallow statx : stat\nallow ioctl if arg1 == TCGETS +sensitive : tty\n"))
+	require.NoError(t, err)
+	ot, err := old.Table("x86_64")
+	require.NoError(t, err)
+	nt, err := nw.Table("x86_64")
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"- allow fstat (x86_64)",
+		"+ kill fstat (x86_64)",
+		"- kill ioctl (x86_64)",
+		"+ kill ioctl if arg1.hi == 0x0 && arg1 != 0x5401 (TCGETS) (x86_64)",
+		"+ allow ioctl if arg1.hi == 0x0 && arg1 == 0x5401 (TCGETS) (x86_64)",
+		"+ kill ioctl otherwise (x86_64)",
+		"- kill statx (x86_64)",
+		"+ allow statx (x86_64)",
+	}, Diff(ot, nt))
+	assert.Empty(t, Diff(nt, nt))
+}
+
+func TestCompareLoadedSyntheticTail(t *testing.T) {
+	golden := Table{Default: "kill", ENOSYSFrom: map[string]uint32{"x86_64": 3}, Rows: []Row{
+		{Arch: "x86_64", Syscall: "read", Action: "allow", Nr: 0, Last: 0},
+		{Arch: "x86_64", Syscall: "write", Action: "kill", Nr: 1, Last: 1},
+		{Arch: "x86_64", Syscall: "open", Action: "kill", Nr: 2, Last: 2},
+		{Arch: "x86_64", Syscall: "#3-#9", Action: "kill", Nr: 3, Last: 9},
+		{Arch: "x86_64", Syscall: "#0x40000000", Action: "kill_thread", Nr: 0x40000000, Last: 0x40000000},
+		{Arch: "i386", Syscall: "*", Action: "kill_thread"},
+	}}
+	withTail := func(from uint32) Table {
+		lt := Table{Default: "kill"}
+		for _, r := range golden.Rows {
+			if r.Syscall == compatSyscall || r.Nr >= 0x40000000 {
+				lt.Rows = append(lt.Rows, r)
+				continue
+			}
+			for n := r.Nr; n <= r.Last; n++ {
+				act := r.Action
+				if n >= from {
+					act = enosysAction
+				}
+				lt.Rows = append(lt.Rows, Row{Arch: r.Arch, Syscall: r.Syscall, Action: act, Nr: n, Last: n})
+			}
+		}
+		return lt
+	}
+	assert.Empty(t, CompareLoaded(golden, withTail(3)))
+	early := CompareLoaded(golden, withTail(2))
+	assert.Equal(t, []string{"x86_64 open (nr 2): golden kill, loaded errno ENOSYS"}, early)
+	late := CompareLoaded(golden, withTail(5))
+	assert.Len(t, late, 2)
+	assert.Contains(t, strings.Join(late, "\n"), "inside runc's ENOSYS tail but loaded answers kill")
+	// Inferred tail (no ENOSYSFrom): a tail that shadows an allow is reported.
+	inferred := golden
+	inferred.ENOSYSFrom = nil
+	assert.Empty(t, CompareLoaded(inferred, withTail(3)))
+	shadow := CompareLoaded(inferred, withTail(0))
+	assert.Contains(t, strings.Join(shadow, "\n"), "x86_64 read (nr 0): golden allow, loaded errno ENOSYS")
+}
+
+func TestDisassemble(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	prog, err := p.BPF("x86_64")
+	require.NoError(t, err)
+	lines := Disassemble(prog)
+	require.Len(t, lines, len(prog))
+	assert.Equal(t, "0000: ld  arch", lines[0])
+	text := strings.Join(lines, "\n")
+	assert.Contains(t, text, "ld  nr")
+	assert.Contains(t, text, "ret #0x7fff0000  ; allow")
+	assert.Contains(t, text, "; errno ENOSYS")
+	assert.NotContains(t, text, "???")
+}
