@@ -1,10 +1,12 @@
 package direct_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,4 +125,96 @@ func seedRepo(t testing.TB) string {
 		require.NoError(t, os.Chown(p, 65534, 65534))
 	}
 	return dir
+}
+
+// TestWeakeningsRemoveControls checks that each test-only weakening removes
+// exactly the control it names, so probes elsewhere can prove they fail.
+func TestWeakeningsRemoveControls(t *testing.T) {
+	e := newEnv(t)
+	script := `import json, os
+st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+ifaces = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
+r = {"CapBnd": st["CapBnd"].strip(), "Seccomp": st["Seccomp"].strip(), "ifaces": ifaces,
+     "pids_max": open("/sys/fs/cgroup/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids.max") else None}
+json.dump(r, open("/query/out", "w"))
+`
+	cases := []struct {
+		name  string
+		w     isolate.Weakening
+		check func(t *testing.T, m map[string]any)
+	}{
+		{"none", isolate.Weakening{}, func(t *testing.T, m map[string]any) {
+			assert.Equal(t, "0000000000000000", m["CapBnd"])
+			assert.Equal(t, "2", m["Seccomp"])
+			assert.Equal(t, []any{"lo"}, m["ifaces"])
+		}},
+		{"nil caps", isolate.Weakening{NilCapsConfig: true}, func(t *testing.T, m map[string]any) {
+			assert.NotEqual(t, "0000000000000000", m["CapBnd"])
+			assert.Equal(t, "2", m["Seccomp"])
+		}},
+		{"no seccomp", isolate.Weakening{NoSeccomp: true}, func(t *testing.T, m map[string]any) {
+			assert.Equal(t, "0", m["Seccomp"])
+			assert.Equal(t, "0000000000000000", m["CapBnd"])
+		}},
+		{"no netns", isolate.Weakening{NoNetNS: true}, func(t *testing.T, m map[string]any) {
+			assert.Greater(t, len(m["ifaces"].([]any)), 1, "host interfaces visible")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tpl := e.template(t, "")
+			tpl.Weaken = c.w
+			c.check(t, decodeOut(t, e.run(t, tpl, script)))
+		})
+	}
+	// The pids limit is visible from the host side of the live sandbox.
+	for _, w := range []isolate.Weakening{{}, {NoPidsLimit: true}} {
+		tpl := e.template(t, "")
+		tpl.Weaken = w
+		var pidsMax string
+		ctx := context.Background()
+		o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{Script: []byte(okScript), OnStart: func(pid int) {
+			pidsMax = hostPidsMax(pid)
+		}}})
+		require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+		if w.NoPidsLimit {
+			assert.Equal(t, "max", pidsMax)
+		} else {
+			assert.Equal(t, fmt.Sprint(tpl.Limits.Pids), pidsMax)
+		}
+	}
+}
+
+// hostPidsMax reads the pids limit of pid's cgroup from the host.
+func hostPidsMax(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		dir := ""
+		switch {
+		case f[1] == "pids":
+			dir = filepath.Join("/sys/fs/cgroup/pids", f[2])
+		case f[0] == "0" && f[1] == "" && isV2():
+			dir = filepath.Join("/sys/fs/cgroup", f[2])
+		}
+		if dir != "" {
+			v, err := os.ReadFile(filepath.Join(dir, "pids.max"))
+			if err != nil {
+				return err.Error()
+			}
+			return strings.TrimSpace(string(v))
+		}
+	}
+	return "no pids cgroup"
+}
+
+func isV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
 }
