@@ -1,9 +1,66 @@
-// Command bounded-query is the agent's CLI: it sends one script and its finite
-// schema to the broker and prints exactly one canonical line.
+// Command bounded-query is the agent's CLI: it sends one Python script and
+// its finite schema to the broker and prints exactly one canonical line.
 //
-// STUB: the broker work replaces this.
+//	bounded-query --repo OWNER/REPO --schema 'JSON' < script.py
+//
+// It always exits 0, never writes to stderr, and prints {"status":"error"}
+// for every failure, local or remote.
 package main
 
-import "fmt"
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-func main() { fmt.Println(`{"status":"error"}`) }
+	"github.com/awf-project/awf/broker/client"
+)
+
+func main() {
+	silenceStderr()
+	signal.Ignore(syscall.SIGPIPE)
+	line := client.ErrorLine
+	func() {
+		defer func() { _ = recover() }()
+		line = run(os.Args[1:])
+	}()
+	_, _ = os.Stdout.WriteString(line + "\n")
+	os.Exit(0)
+}
+
+// silenceStderr points fd 2 at /dev/null so that nothing, not even a
+// runtime message, reaches the caller's stderr.
+func silenceStderr() {
+	if f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		_ = syscall.Dup3(int(f.Fd()), 2, 0)
+		f.Close()
+	}
+}
+
+func run(argv []string) string {
+	a, err := client.ParseArgs(argv)
+	if err != nil {
+		return client.ErrorLine
+	}
+	sock := os.Getenv("AWF_BOUNDED_QUERY_SOCKET")
+	if sock == "" || os.Getenv("AWF_BOUNDED_QUERY_ENDPOINT") != "" || os.Getenv("AWF_BOUNDED_QUERY_CAPABILITY") != "" {
+		return client.ErrorLine
+	}
+	if client.IsTerminal(0) {
+		return client.ErrorLine
+	}
+	body, err := client.ReadBody(os.Stdin)
+	if err != nil {
+		return client.ErrorLine
+	}
+	req := client.BuildRequest([][2]string{
+		{"X-AWF-Query-Version", "2"},
+		{"X-AWF-Repo", a.Repo},
+		{"X-AWF-Schema-B64", client.EncodeSchema(a.Schema)},
+	}, body)
+	resp, err := client.Exchange(sock, req, time.Now().Add(client.Deadline))
+	if err != nil {
+		return client.ErrorLine
+	}
+	return client.Canonical(resp)
+}
