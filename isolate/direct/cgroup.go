@@ -45,7 +45,7 @@ func CgroupMode() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if own != "/" && isDelegated(filepath.Join(cgroupRoot, own)) {
+		if delegatedBase(own) != "" {
 			return ModeV2Delegated, nil
 		}
 		return ModeV2, nil
@@ -68,6 +68,25 @@ func ownCgroupV2() (string, error) {
 		}
 	}
 	return "", errors.New("cgroup: no v2 entry in /proc/self/cgroup")
+}
+
+// supervisorLeaf is the leaf the broker moves itself into inside a
+// delegated cgroup.
+const supervisorLeaf = "supervisor"
+
+// delegatedBase returns the delegated cgroup (relative to the root, with a
+// leading slash) that own is, or whose supervisor leaf own is; "" if none.
+func delegatedBase(own string) string {
+	if own == "/" || own == "" {
+		return ""
+	}
+	if isDelegated(filepath.Join(cgroupRoot, own)) {
+		return own
+	}
+	if filepath.Base(own) == supervisorLeaf && isDelegated(filepath.Join(cgroupRoot, filepath.Dir(own))) {
+		return filepath.Dir(own)
+	}
+	return ""
 }
 
 // isDelegated reports whether a service manager delegated dir to us.
@@ -97,11 +116,14 @@ func setupCgroups(parent string) (cgroupSetup, error) {
 		if err != nil {
 			return s, err
 		}
-		if err := moveSelfToLeaf(own); err != nil {
-			return s, err
+		base := delegatedBase(own)
+		if own == base {
+			if err := moveSelfToLeaf(base); err != nil {
+				return s, err
+			}
 		}
-		s.parentRel = strings.TrimPrefix(own, "/") + "/" + parent
-		return s, s.setupV2(strings.TrimPrefix(own, "/"))
+		s.parentRel = strings.TrimPrefix(base, "/") + "/" + parent
+		return s, s.setupV2(strings.TrimPrefix(base, "/"))
 	default:
 		return s, s.setupV2("")
 	}
@@ -111,7 +133,7 @@ func setupCgroups(parent string) (cgroupSetup, error) {
 // "supervisor" leaf so that the delegated cgroup may enable controllers for
 // its children (cgroup v2 forbids processes in inner nodes).
 func moveSelfToLeaf(own string) error {
-	leaf := filepath.Join(cgroupRoot, own, "supervisor")
+	leaf := filepath.Join(cgroupRoot, own, supervisorLeaf)
 	if err := os.MkdirAll(leaf, 0o755); err != nil {
 		return fmt.Errorf("cgroup: supervisor leaf: %w", err)
 	}
@@ -288,11 +310,20 @@ func keyedValue(path, key string) (int64, error) {
 	return 0, fmt.Errorf("cgroup counter: no %s in %s", key, path)
 }
 
-// killLeaf kills every process in the leaf: cgroup.kill on v2, SIGKILL to
-// each listed process on v1.
-func (s cgroupSetup) killLeaf(id string) {
-	for _, p := range s.leafPaths(id) {
-		if s.v2() {
+// killLeaf kills every process in the leaf.
+func (s cgroupSetup) killLeaf(id string) { killDirs(s.leafPaths(id)) }
+
+// removeLeaf kills what is left in the leaf and removes its directories.
+func (s cgroupSetup) removeLeaf(ctx context.Context, id string) error {
+	return removeDirs(ctx, s.leafPaths(id))
+}
+
+// killDirs kills every process in the given cgroup directories:
+// cgroup.kill where the kernel has it (v2), SIGKILL to each listed process
+// otherwise.
+func killDirs(dirs []string) {
+	for _, p := range dirs {
+		if cgroups.PathExists(filepath.Join(p, "cgroup.kill")) {
 			_ = cgroups.WriteFile(p, "cgroup.kill", "1")
 			continue
 		}
@@ -303,12 +334,12 @@ func (s cgroupSetup) killLeaf(id string) {
 	}
 }
 
-// removeLeaf kills what is left in the leaf and removes its directories,
-// retrying until ctx ends.
-func (s cgroupSetup) removeLeaf(ctx context.Context, id string) error {
+// removeDirs kills what is left in the cgroup directories and removes
+// them, retrying until ctx ends.
+func removeDirs(ctx context.Context, dirs []string) error {
 	for {
 		var left []string
-		for _, p := range s.leafPaths(id) {
+		for _, p := range dirs {
 			if _, err := os.Stat(p); err != nil {
 				continue
 			}
@@ -319,7 +350,7 @@ func (s cgroupSetup) removeLeaf(ctx context.Context, id string) error {
 		if len(left) == 0 {
 			return nil
 		}
-		s.killLeaf(id)
+		killDirs(left)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cgroup: cannot remove %v: %w", left, ctx.Err())

@@ -141,5 +141,7 @@ func (r *Runtime) reclaimCgroups(ctx context.Context, e entry) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	return r.cg.removeLeaf(ctx, e.Container)
+	// The journalled paths, not this runtime's: the crashed broker may have
+	// placed its sandboxes differently.
+	return removeDirs(ctx, append(e.CgroupPaths, r.cg.leafPaths(e.Container)...))
 }
