@@ -1,15 +1,220 @@
-// Package docker is the docker sandbox backend.
-//
-// STUB: the runtimes work replaces the bodies.
+// Package docker is the optional Docker sandbox backend. It talks to the
+// Docker Engine over its Unix socket only (a small net/http client; no SDK,
+// never TCP). The verified rootfs is imported with `docker import` as an
+// image tagged by the rootfs digest, and its single layer is checked against
+// the tar of the directory before use, since no registry is assumed. Each
+// job runs in a fresh container with the same controls as the other
+// backends; /query and /query/repo are host tmpfs mounts from package
+// workspace, so /query/out is read on the host side without following links.
+// Containers carry labels with the run, invocation and state-dir ids so that
+// Sweep can remove orphans.
 package docker
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/gvisor/workspace"
 )
 
-// New returns the docker runtime.
+// Name is the backend's configuration name.
+const Name = "docker"
+
+// Labels on every container.
+const (
+	labelRun        = "awf.run"
+	labelInvocation = "awf.invocation"
+	labelSandbox    = "awf.sandbox"
+	labelState      = "awf.state"
+	labelBackend    = "awf.backend"
+)
+
+// Runtime is the docker backend. It is safe for concurrent use.
+type Runtime struct {
+	runID    string
+	dir      string // StateDir/docker
+	stateTag string // labels this state dir's containers
+	eng      *engine
+
+	mu     sync.Mutex
+	live   map[string]bool   // workspace names of sandboxes not yet destroyed
+	broken error             // set once a sandbox could not be reclaimed
+	probed bool              // a Probe succeeded
+	images map[string]string // rootfs dir -> verified image id
+}
+
+// New returns the docker runtime. It checks the configuration only; Probe
+// proves that the Engine answers and can run a container under every control.
 func New(h isolate.HostConfig) (isolate.Runtime, error) {
-	return nil, errors.New("docker: not implemented yet")
+	return newRuntime(h)
+}
+
+func newRuntime(h isolate.HostConfig) (*Runtime, error) {
+	if err := workspace.ValidID("run", h.RunID); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
+		return nil, fmt.Errorf("docker: state dir %q must be an absolute path", h.StateDir)
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(h.StateDir)))
+	return &Runtime{
+		runID:    h.RunID,
+		dir:      filepath.Join(h.StateDir, Name),
+		stateTag: hex.EncodeToString(sum[:8]),
+		eng:      newEngine(h.DockerSocket),
+		live:     map[string]bool{},
+		images:   map[string]string{},
+	}, nil
+}
+
+// Name returns "docker".
+func (r *Runtime) Name() string { return Name }
+
+// Usable returns nil until a sandbox could not be reclaimed.
+func (r *Runtime) Usable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.broken
+}
+
+func (r *Runtime) markBroken(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.broken == nil {
+		r.broken = fmt.Errorf("docker: a sandbox could not be reclaimed: %w", err)
+	}
+}
+
+func (r *Runtime) setLive(name string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		r.live[name] = true
+	} else {
+		delete(r.live, name)
+	}
+}
+
+func (r *Runtime) isLive(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[name]
+}
+
+// Run prepares a sandbox, runs the job and destroys the sandbox.
+func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
+	return isolate.RunWithSandbox(ctx, r, s)
+}
+
+// Close releases idle connections to the Engine.
+func (r *Runtime) Close() error {
+	r.eng.hc.CloseIdleConnections()
+	return nil
+}
+
+// Prepare verifies (and if needed imports) the rootfs image and builds the
+// host workspace. The container is created by Exec, once the invocation id
+// that labels it is known.
+func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	if err := r.Usable(); err != nil {
+		return nil, err
+	}
+	if err := r.ensureProbed(ctx); err != nil {
+		return nil, err
+	}
+	if t.Policy == nil {
+		return nil, errors.New("docker: no seccomp policy: refusing to run without one")
+	}
+	if err := t.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if err := checkRootFS(t.RootFS); err != nil {
+		return nil, err
+	}
+	seccomp := "seccomp=unconfined"
+	if !t.Weaken.NoSeccomp {
+		b, err := t.Policy.DockerJSON()
+		if err != nil {
+			return nil, fmt.Errorf("docker: compile seccomp policy %s: %w", t.Policy.Name, err)
+		}
+		seccomp = "seccomp=" + string(b)
+	}
+	image, err := r.image(ctx, t.RootFS)
+	if err != nil {
+		return nil, fmt.Errorf("docker: rootfs image: %w", err)
+	}
+	return r.prepare(ctx, t, image, seccomp)
+}
+
+// image returns the verified image of a rootfs directory, once per runtime.
+func (r *Runtime) image(ctx context.Context, dir string) (string, error) {
+	r.mu.Lock()
+	id, ok := r.images[dir]
+	r.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := r.eng.rootfsImage(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.images[dir] = id
+	r.mu.Unlock()
+	return id, nil
+}
+
+// checkRootFS refuses a root that lacks a mount point.
+func checkRootFS(root string) error {
+	if root == "" || !filepath.IsAbs(root) {
+		return fmt.Errorf("docker: rootfs %q must be an absolute path", root)
+	}
+	for _, d := range []string{"/", "/proc", "/dev", "/tmp", "/query", "/query/repo", "/awf"} {
+		st, err := os.Lstat(filepath.Join(root, d))
+		if err != nil {
+			return fmt.Errorf("docker: rootfs %s: mount point %s: %w", root, d, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("docker: rootfs %s: mount point %s is not a directory", root, d)
+		}
+	}
+	return nil
+}
+
+// prepare creates the workspace of a sandbox that will run image.
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string) (isolate.Sandbox, error) {
+	runID := t.RunID
+	if runID == "" {
+		runID = r.runID
+	}
+	if err := workspace.ValidID("run", runID); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	sid, err := workspace.NewSandboxID()
+	if err != nil {
+		return nil, err
+	}
+	name := runID + "-" + sid
+	j := workspace.Journal{
+		Backend:   Name,
+		RunID:     runID,
+		SandboxID: sid,
+		Name:      name,
+		Container: "awf-" + name,
+		Created:   nowUTC(),
+	}
+	r.setLive(name, true)
+	ws, err := workspace.Create(ctx, r.dir, j, t.Limits, t.Repo)
+	if err != nil {
+		r.setLive(name, false)
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	return &sandbox{r: r, t: t, runID: runID, name: name, image: image, seccomp: seccomp, ws: ws}, nil
 }

@@ -21,11 +21,27 @@ const tmpfsSource = "awf-workspace"
 // mountTmpfs creates target and mounts a nosuid, nodev tmpfs of size bytes
 // on it, owned by the sandbox user with the given mode.
 func mountTmpfs(target string, size int64, mode os.FileMode) error {
+	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, mode.Perm(), SandboxUID, SandboxGID)
+	return mountTmpfsData(target, unix.MS_NOSUID|unix.MS_NODEV, data)
+}
+
+// MountScratch mounts a fresh world-writable, sticky, noexec, nosuid, nodev
+// tmpfs of size bytes at Path(name), for a backend that binds it at /tmp,
+// and returns its path.
+func (w *Workspace) MountScratch(name string, size int64) (string, error) {
+	if err := ValidName(name); err != nil {
+		return "", err
+	}
+	p := w.Path(name)
+	data := fmt.Sprintf("size=%d,mode=1777,uid=0,gid=0", size)
+	return p, mountTmpfsData(p, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data)
+}
+
+func mountTmpfsData(target string, flags uintptr, data string) error {
 	if err := os.Mkdir(target, 0o700); err != nil {
 		return fmt.Errorf("workspace: mount point %s: %w", target, err)
 	}
-	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, mode.Perm(), SandboxUID, SandboxGID)
-	if err := unix.Mount(tmpfsSource, target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+	if err := unix.Mount(tmpfsSource, target, "tmpfs", flags, data); err != nil {
 		return fmt.Errorf("workspace: mount tmpfs at %s: %w", target, err)
 	}
 	return nil

@@ -1,0 +1,166 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/gvisor/workspace"
+)
+
+const (
+	probeWall = 60 * time.Second
+	probeExit = 42
+)
+
+// engineInfo is the part of GET /info the probe checks.
+type engineInfo struct {
+	MemoryLimit     bool     `json:"MemoryLimit"`
+	SwapLimit       bool     `json:"SwapLimit"`
+	PidsLimit       bool     `json:"PidsLimit"`
+	CPUCfsQuota     bool     `json:"CpuCfsQuota"`
+	SecurityOptions []string `json:"SecurityOptions"`
+	CgroupVersion   string   `json:"CgroupVersion"`
+	OSType          string   `json:"OSType"`
+	ServerVersion   string   `json:"ServerVersion"`
+	DefaultRuntime  string   `json:"DefaultRuntime"`
+}
+
+// Probe proves that the Engine answers on its Unix socket, speaks the API
+// version the backend uses, can enforce every limit (memory and swap, pids,
+// cpu quota, seccomp), and can run a trivial container under the full set of
+// controls.
+func (r *Runtime) Probe(ctx context.Context) error {
+	if err := r.Usable(); err != nil {
+		return err
+	}
+	if err := checkSocket(r.eng.sock); err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := r.eng.version(cctx); err != nil {
+		return fmt.Errorf("docker: the Engine at %s does not answer: %w", r.eng.sock, err)
+	}
+	var info engineInfo
+	if err := r.eng.call(cctx, http.MethodGet, "/info", nil, nil, &info); err != nil {
+		return fmt.Errorf("docker: engine info: %w", err)
+	}
+	if missing := info.missing(); len(missing) > 0 {
+		return fmt.Errorf("docker: the Engine %s cannot enforce: %s", info.ServerVersion, strings.Join(missing, "; "))
+	}
+	if err := r.trial(ctx); err != nil {
+		return fmt.Errorf("docker: trial container: %w", err)
+	}
+	r.mu.Lock()
+	r.probed = true
+	r.mu.Unlock()
+	return nil
+}
+
+// missing lists the controls the Engine reports it cannot enforce.
+func (i engineInfo) missing() []string {
+	var m []string
+	if i.OSType != "linux" {
+		m = append(m, "Linux containers (OSType "+i.OSType+")")
+	}
+	if !i.MemoryLimit {
+		m = append(m, "memory limit")
+	}
+	if !i.SwapLimit && hostHasSwap() {
+		m = append(m, "memory+swap limit (swap is on and the kernel has no swap accounting)")
+	}
+	if !i.PidsLimit {
+		m = append(m, "pids limit")
+	}
+	if !i.CPUCfsQuota {
+		m = append(m, "cpu quota")
+	}
+	seccomp := false
+	for _, o := range i.SecurityOptions {
+		if strings.HasPrefix(o, "name=seccomp") {
+			seccomp = true
+		}
+	}
+	if !seccomp {
+		m = append(m, "seccomp")
+	}
+	return m
+}
+
+func hostHasSwap() bool {
+	b, err := os.ReadFile("/proc/swaps")
+	return err != nil || len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
+}
+
+func (r *Runtime) ensureProbed(ctx context.Context) error {
+	r.mu.Lock()
+	ok := r.probed
+	r.mu.Unlock()
+	if ok {
+		return nil
+	}
+	return r.Probe(ctx)
+}
+
+// trial imports a one-file probe image and runs it with every control.
+func (r *Runtime) trial(ctx context.Context) error {
+	root, err := os.MkdirTemp("", "awf-docker-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	prog, err := workspace.ProbeProgram(probeExit)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{"proc", "dev", "tmp", "query", "query/repo", "awf"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "probe"), prog, 0o555); err != nil {
+		return err
+	}
+	// Fixed times make the probe layer, and so its tag, stable.
+	epoch := time.Unix(0, 0)
+	_ = filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Chtimes(p, epoch, epoch) })
+	ictx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	layer, err := treeDigest(ictx, root)
+	if err != nil {
+		return err
+	}
+	image, err := r.eng.ensureImage(ictx, root, probeRepo, strings.TrimPrefix(layer, "sha256:"), map[string]string{})
+	if err != nil {
+		return err
+	}
+	prof, _ := json.Marshal(map[string]any{
+		"defaultAction": "SCMP_ACT_ALLOW",
+		"syscalls":      []map[string]any{{"names": []string{"ptrace", "unshare", "setns", "mount"}, "action": "SCMP_ACT_KILL_PROCESS"}},
+	})
+	l := isolate.DefaultLimits()
+	l.Wall = probeWall
+	l.MemoryBytes = 64 << 20
+	l.Pids = 16
+	sb, err := r.prepare(ctx, isolate.Template{RunID: r.runID, Limits: l}, image, "seccomp="+string(prof))
+	if err != nil {
+		return err
+	}
+	o := sb.Exec(ctx, isolate.Job{InvocationID: "probe", Argv: []string{"/probe"}})
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer dcancel()
+	if err := sb.Destroy(dctx); err != nil {
+		return err
+	}
+	if o.Kind != isolate.KindNonzeroExit || o.ExitCode != probeExit {
+		return fmt.Errorf("probe container gave %s (exit %d): %s", o.Kind, o.ExitCode, o.Detail)
+	}
+	return nil
+}

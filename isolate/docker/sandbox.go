@@ -1,0 +1,348 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/gvisor/workspace"
+)
+
+// Deadlines of Engine calls that must not hang.
+const (
+	callTimeout = 30 * time.Second
+	killTimeout = 10 * time.Second
+)
+
+// sandbox is one prepared Docker sandbox.
+type sandbox struct {
+	r       *Runtime
+	t       isolate.Template
+	runID   string
+	name    string
+	image   string
+	seccomp string
+	ws      *workspace.Workspace
+
+	mu         sync.Mutex
+	used       bool
+	id         string // container id once created
+	destroyed  bool
+	destroyErr error
+}
+
+// containerState is the part of the container inspect reply the backend reads.
+type containerState struct {
+	State struct {
+		Running   bool   `json:"Running"`
+		OOMKilled bool   `json:"OOMKilled"`
+		ExitCode  int    `json:"ExitCode"`
+		Pid       int    `json:"Pid"`
+		Error     string `json:"Error"`
+	} `json:"State"`
+}
+
+// Exec creates, starts and waits for the job's container and returns its
+// typed outcome.
+func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
+	s.mu.Lock()
+	if s.used || s.destroyed {
+		s.mu.Unlock()
+		return isolate.Err(isolate.KindLaunchFailed, "docker: sandbox already used")
+	}
+	s.used = true
+	s.mu.Unlock()
+
+	t0 := time.Now()
+	if err := s.create(ctx, job); err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "docker: %v", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := s.r.eng.call(cctx, http.MethodPost, "/containers/"+s.id+"/start", nil, nil, nil)
+	cancel()
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "docker: start: %v", err)
+	}
+	started := time.Now()
+	if job.OnStart != nil {
+		if st, err := s.inspect(ctx); err == nil && st.State.Pid > 0 {
+			job.OnStart(st.State.Pid)
+		}
+	}
+	o := s.wait(ctx)
+	o.Timings.Start = started.Sub(t0)
+	o.Timings.Run = time.Since(started)
+	o.Stdout, o.Stderr = s.logs(ctx)
+	if o.Kind == isolate.KindNonzeroExit && !s.t.Weaken.NoPidsLimit && hitTaskLimit(o.Stderr) {
+		o.Kind = isolate.KindPidsLimit
+		o.Detail = fmt.Sprintf("docker: the job could not start a process or thread past the pids limit %d", s.t.Limits.Pids)
+	}
+	if o.Kind == isolate.KindNonzeroExit && s.hitFileSize(o.Stderr) {
+		o.Kind = isolate.KindFileSizeLimit
+		o.Detail = fmt.Sprintf("docker: a write reached the file size limit %d bytes", s.t.Limits.FileSizeBytes)
+	}
+	if o.Kind != isolate.KindOK {
+		return o
+	}
+	t1 := time.Now()
+	out, kind, err := s.ws.ReadOutput(s.t.Limits.OutputBytes)
+	o.Timings.Read = time.Since(t1)
+	if kind != isolate.KindOK {
+		o.Kind, o.Detail = kind, err.Error()
+		return o
+	}
+	o.Output = out
+	return o
+}
+
+// create writes the script and creates the labelled container.
+func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
+	invID := job.InvocationID
+	if invID == "" {
+		invID = "sandbox-" + s.ws.Journal.SandboxID
+	}
+	if err := workspace.ValidID("invocation", invID); err != nil {
+		return err
+	}
+	argv := job.Argv
+	if len(argv) == 0 {
+		argv = isolate.DefaultArgv
+	}
+	s.ws.Journal.InvocationID = invID
+	if err := s.ws.WriteJournal(); err != nil {
+		return err
+	}
+	if err := s.ws.WriteScript(job.Script); err != nil {
+		return err
+	}
+	tmp, err := s.ws.MountScratch("tmp", s.t.Limits.TmpTmpfsBytes)
+	if err != nil {
+		return err
+	}
+	body := buildCreate(containerSpec{
+		image: s.image, argv: argv, limits: s.t.Limits, weak: s.t.Weaken, seccomp: s.seccomp, ws: s.ws, tmp: tmp,
+		labels: map[string]string{
+			labelRun: s.runID, labelInvocation: invID, labelSandbox: s.ws.Journal.SandboxID,
+			labelState: s.r.stateTag, labelBackend: Name,
+		},
+	})
+	var reply struct {
+		ID       string   `json:"Id"`
+		Warnings []string `json:"Warnings"`
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	q := url.Values{"name": {s.ws.Journal.Container}}
+	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/create", q, body, &reply); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	s.mu.Lock()
+	s.id = reply.ID
+	s.mu.Unlock()
+	if len(reply.Warnings) > 0 {
+		// A warning means the Engine dropped a setting, such as a limit the
+		// kernel cannot enforce: fail closed.
+		return fmt.Errorf("create: the Engine dropped controls: %v", reply.Warnings)
+	}
+	return nil
+}
+
+// wait waits for the container to stop or for the wall-clock deadline,
+// which kills it, and classifies the result.
+func (s *sandbox) wait(ctx context.Context) isolate.Outcome {
+	wctx, cancel := context.WithTimeout(ctx, s.t.Limits.Wall)
+	defer cancel()
+	var reply struct {
+		StatusCode int `json:"StatusCode"`
+	}
+	err := s.r.eng.call(wctx, http.MethodPost, "/containers/"+s.id+"/wait", url.Values{"condition": {"not-running"}}, nil, &reply)
+	if err != nil && wctx.Err() != nil {
+		why := fmt.Sprintf("wall-clock limit %v reached", s.t.Limits.Wall)
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("caller deadline: %v", ctx.Err())
+		}
+		if kerr := s.kill(ctx); kerr != nil {
+			return isolate.Err(isolate.KindTimeout, "docker: %s; kill failed: %v", why, kerr)
+		}
+		o := isolate.Err(isolate.KindTimeout, "docker: %s; killed", why)
+		o.Signal = "SIGKILL"
+		return o
+	}
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "docker: wait: %v", err)
+	}
+	st, err := s.inspect(ctx)
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "docker: inspect: %v", err)
+	}
+	return s.classify(st)
+}
+
+// kill sends SIGKILL and waits, bounded, until the container has stopped.
+func (s *sandbox) kill(ctx context.Context) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	err := s.r.eng.call(kctx, http.MethodPost, "/containers/"+s.id+"/kill", url.Values{"signal": {"KILL"}}, nil, nil)
+	var ae *apiError
+	if err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusConflict) { // 409: not running
+		return err
+	}
+	return s.r.eng.call(kctx, http.MethodPost, "/containers/"+s.id+"/wait", url.Values{"condition": {"not-running"}}, nil, nil)
+}
+
+func (s *sandbox) inspect(ctx context.Context) (containerState, error) {
+	var st containerState
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err := s.r.eng.call(cctx, http.MethodGet, "/containers/"+s.id+"/json", nil, nil, &st)
+	return st, err
+}
+
+// classify maps the stopped container's state to an outcome.
+func (s *sandbox) classify(st containerState) isolate.Outcome {
+	code := st.State.ExitCode
+	if st.State.OOMKilled {
+		o := isolate.Err(isolate.KindOOM, "docker: memory limit %d bytes reached (OOM kill)", s.t.Limits.MemoryBytes)
+		o.Signal = "SIGKILL"
+		return o
+	}
+	if st.State.Error != "" {
+		return isolate.Err(isolate.KindLaunchFailed, "docker: %s", st.State.Error)
+	}
+	if code == 0 {
+		return isolate.Outcome{Kind: isolate.KindOK}
+	}
+	// The Engine reports a job killed by signal N as exit status 128+N.
+	if code > 128 && code < 128+65 {
+		sig := syscall.Signal(code - 128)
+		o := isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: -1, Signal: unix.SignalName(sig)}
+		switch sig {
+		case syscall.SIGSYS:
+			o.Kind, o.Detail = isolate.KindSeccompKill, "docker: killed by the seccomp policy (SIGSYS)"
+		case syscall.SIGXFSZ:
+			o.Kind, o.Detail = isolate.KindFileSizeLimit, "docker: file size limit reached (SIGXFSZ)"
+		default:
+			o.Detail = fmt.Sprintf("docker: job killed by %s", o.Signal)
+		}
+		return o
+	}
+	return isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: code, Detail: fmt.Sprintf("docker: job exited with status %d", code)}
+}
+
+// logs reads the container's stdout and stderr back from its size-capped
+// log, each capped at CaptureBytes. Failures leave them empty: they are for
+// the audit log only.
+func (s *sandbox) logs(ctx context.Context) ([]byte, []byte) {
+	cap := s.t.Limits.CaptureBytes
+	stdout, stderr := &workspace.Capture{Max: cap}, &workspace.Capture{Max: cap}
+	if cap == 0 {
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := s.r.eng.request(cctx, http.MethodGet, "/containers/"+s.id+"/logs", url.Values{"stdout": {"1"}, "stderr": {"1"}}, nil, "")
+	if err != nil {
+		return nil, nil
+	}
+	defer resp.Body.Close()
+	demux(io.LimitReader(resp.Body, 4*cap+(64<<10)), stdout, stderr)
+	return stdout.Bytes(), stderr.Bytes()
+}
+
+// demux splits the Engine's multiplexed log stream: frames of an 8-byte
+// header (stream, 0, 0, 0, big-endian length) and a payload.
+func demux(r io.Reader, stdout, stderr io.Writer) {
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[4:]))
+		var w io.Writer = io.Discard
+		switch hdr[0] {
+		case 1:
+			w = stdout
+		case 2:
+			w = stderr
+		}
+		if _, err := io.CopyN(w, r, n); err != nil {
+			return
+		}
+	}
+}
+
+// hitTaskLimit recognises CPython's reports of a refused fork or thread
+// start (EAGAIN under the pids cgroup). It only labels the audit record:
+// the container's cgroup and its counters are gone once it has stopped.
+func hitTaskLimit(stderr []byte) bool {
+	return bytes.Contains(stderr, []byte("RuntimeError: can't start new thread")) ||
+		bytes.Contains(stderr, []byte("[Errno 11] Resource temporarily unavailable"))
+}
+
+// hitFileSize reports whether a failed job ran into RLIMIT_FSIZE, which
+// CPython reports as EFBIG rather than dying of SIGXFSZ.
+func (s *sandbox) hitFileSize(stderr []byte) bool {
+	if s.ws.FileAtLimit(s.t.Limits.FileSizeBytes) != "" {
+		return true
+	}
+	return bytes.Contains(stderr, []byte("[Errno 27] File too large"))
+}
+
+// Destroy force-removes the container and removes the workspace. It is
+// idempotent. A failure marks the runtime unusable.
+func (s *sandbox) Destroy(ctx context.Context) error {
+	s.mu.Lock()
+	if s.destroyed {
+		err := s.destroyErr
+		s.mu.Unlock()
+		return err
+	}
+	s.destroyed = true
+	s.mu.Unlock()
+	var errs []error
+	if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
+		errs = append(errs, err)
+	}
+	if err := workspace.Remove(ctx, s.ws.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		err = fmt.Errorf("docker: destroy %s: %w", s.name, err)
+		s.r.markBroken(err)
+	} else {
+		s.r.setLive(s.name, false)
+	}
+	s.mu.Lock()
+	s.destroyErr = err
+	s.mu.Unlock()
+	return err
+}
+
+// removeContainer force-removes a container by name or id; a missing one is
+// already gone.
+func (r *Runtime) removeContainer(ctx context.Context, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err := r.eng.call(cctx, http.MethodDelete, "/containers/"+url.PathEscape(ref), url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
+	if err == nil || isNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("remove container %s: %w", ref, err)
+}
+
+func nowUTC() time.Time { return time.Now().UTC() }
