@@ -30,7 +30,7 @@ func (p *Policy) BPF(arch string) ([]unix.SockFilter, error) {
 	if !p.HasArch(a.name) {
 		return nil, fmt.Errorf("policy %s: architecture %s is not in the header", p.Name, a.name)
 	}
-	f, err := p.filter(a)
+	f, err := p.filter(a, treeAuto)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +66,16 @@ var scmpOps = map[configs.Operator]libseccomp.ScmpCompareOp{
 	configs.MaskEqualTo: libseccomp.CompareMaskedEqual,
 }
 
+// treeMode selects libseccomp's binary-tree optimisation.
+type treeMode int
+
+const (
+	treeAuto treeMode = iota // as runc: on above 32 rules
+	treeOff                  // linear (benchmarks only)
+)
+
 // filter builds the libseccomp filter for arch. The caller releases it.
-func (p *Policy) filter(a archInfo) (*libseccomp.ScmpFilter, error) {
+func (p *Policy) filter(a archInfo, tree treeMode) (*libseccomp.ScmpFilter, error) {
 	cfg := p.libcontainerFor(a)
 	def, err := scmpAction(cfg.DefaultAction, cfg.DefaultErrnoRet)
 	if err != nil {
@@ -98,7 +106,7 @@ func (p *Policy) filter(a archInfo) (*libseccomp.ScmpFilter, error) {
 		}
 	}
 	// runc enables libseccomp's binary tree above 32 rules.
-	if len(cfg.Syscalls) > 32 {
+	if len(cfg.Syscalls) > 32 && tree == treeAuto {
 		if err := f.SetOptimize(2); err != nil {
 			return nil, fmt.Errorf("policy %s: binary tree optimisation: %w", p.Name, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 	"github.com/stretchr/testify/require"
@@ -28,9 +29,75 @@ import (
 const (
 	childModeEnv = "AWF_POLICY_TEST_CHILD" // python | syscall | hold
 	childNrEnv   = "AWF_POLICY_TEST_NR"
-	childArgsEnv = "AWF_POLICY_TEST_ARGS" // comma-separated hex
-	childExecEnv = "AWF_POLICY_TEST_EXEC" // python: script and root, tab-separated
+	childArgsEnv = "AWF_POLICY_TEST_ARGS"  // comma-separated hex
+	childExecEnv = "AWF_POLICY_TEST_EXEC"  // python: script and root, tab-separated
+	benchKindEnv = "AWF_POLICY_BENCH"      // bench: none | runc | linear
+	benchNEnv    = "AWF_POLICY_BENCH_N"    // bench: iterations
+	benchCallEnv = "AWF_POLICY_BENCH_CALL" // bench: getppid | fcntl
 )
+
+// benchChild times getppid or fcntl(F_GETFD) under the filter kind named in the environment
+// and prints the mean nanoseconds per call.
+func benchChild() int {
+	n, err := strconv.Atoi(os.Getenv(benchNEnv))
+	if err != nil || n <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: bad iteration count")
+		return 100
+	}
+	if kind := os.Getenv(benchKindEnv); kind != "none" {
+		p, err := Default()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 100
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 100
+		}
+		switch kind {
+		case "runc":
+			cfg, err := p.Libcontainer()
+			if err == nil {
+				_, err = seccomp.InitSeccomp(cfg)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 100
+			}
+		case "linear":
+			a, _ := NativeArch()
+			info, _ := lookupArch(a)
+			f, err := p.filter(info, treeOff)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 100
+			}
+			prog, err := exportBPF(f)
+			f.Release()
+			if err == nil {
+				fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+				err = unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
+				runtime.KeepAlive(prog)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 100
+			}
+		}
+	}
+	nr, a0, a1 := uintptr(unix.SYS_GETPPID), uintptr(0), uintptr(0)
+	if os.Getenv(benchCallEnv) == "fcntl" {
+		// A conditional rule: the kernel cannot cache the verdict, the BPF runs.
+		nr, a0, a1 = unix.SYS_FCNTL, 0, unix.F_GETFD
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		unix.RawSyscall(nr, a0, a1, 0)
+	}
+	el := time.Since(start)
+	_, _ = unix.Write(1, []byte(fmt.Sprintf("%.2f\n", float64(el.Nanoseconds())/float64(n))))
+	return 0
+}
 
 // debianPython is the distribution interpreter (PATH may hold a pyenv shim).
 const debianPython = "/usr/bin/python3"
@@ -76,6 +143,8 @@ func childMain(mode string) int {
 	case "python":
 		argv = append([]string{"python3", "-I", "-S", "-B"}, strings.Split(os.Getenv(childExecEnv), "\t")...)
 	case "hold":
+	case "bench":
+		return benchChild()
 	default:
 		return fail(fmt.Errorf("unknown mode %q", mode))
 	}
@@ -135,7 +204,7 @@ func (r childResult) String() string {
 }
 
 // runChild re-executes the test binary in mode with extra environment.
-func runChild(t *testing.T, mode string, env ...string) childResult {
+func runChild(t testing.TB, mode string, env ...string) childResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
