@@ -1,4 +1,117 @@
 package main
 
-// cmdBroker implements "awf broker". STUB: replaced by the owning work.
-var cmdBroker = notYet("broker")
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/staging"
+)
+
+const brokerUsage = `usage: awf broker --config FILE|-
+
+Runs the bounded-query broker in the foreground for operators: preflight,
+staging, then the broker in its own network namespace. It prints the socket
+and the environment to export for the agent user, and tears everything down
+on SIGINT/SIGTERM.
+`
+
+// cmdBroker implements "awf broker" (and the internal "--serve SPEC" mode
+// that is the broker process itself).
+func cmdBroker(ctx context.Context, e env) int {
+	if len(e.args) == 2 && e.args[0] == "--serve" {
+		return brokerServe(ctx, e, e.args[1])
+	}
+	if len(e.args) != 2 || e.args[0] != "--config" {
+		fmt.Fprint(e.stderr, brokerUsage)
+		return 2
+	}
+	cfg, err := config.LoadFile(e.args[1], e.stdin)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stderr, "awf: warning: %s\n", w)
+	}
+	if !cfg.BoundedQueries.Enabled {
+		fmt.Fprintln(e.stderr, "awf broker: boundedQueries.enabled is not true; nothing to serve")
+		return 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	token := staging.ResolveToken(os.Getenv)
+	if err := staging.ScrubEnviron(host.TokenVariables...); err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	getenv := func(k string) string {
+		if k == "GH_TOKEN" {
+			return token
+		}
+		return os.Getenv(k)
+	}
+	if _, err := host.SweepOrphans(ctx, host.DefaultPrivateBase, host.DefaultIngressBase, host.DefaultAuditArchive); err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: orphan sweep: %v\n", err)
+		return 1
+	}
+	r, err := host.Prepare(ctx, host.Options{
+		Config: cfg, Getenv: getenv, Progress: e.stderr,
+		CLIBinary: filepath.Join(filepath.Dir(exe), "bounded-query"),
+	})
+	token = ""
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	b, err := host.StartBroker(ctx, exe, r, e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		_ = host.Teardown(ctx, r, nil)
+		return 1
+	}
+	l := r.Layout
+	fmt.Fprintf(e.stdout, "socket: %s\n", l.Socket)
+	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SOCKET=%s\n", l.Socket)
+	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SKILL=%s\n", l.SkillPath)
+	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_REPOS=%s\n", strings.Join(r.Repos, ","))
+	fmt.Fprintf(e.stdout, "export PATH=%s:$PATH\n", l.SkillDir)
+	fmt.Fprintf(e.stdout, "# the socket is reachable only by uid %d; press Ctrl-C to stop\n", r.Agent.UID)
+	select {
+	case <-ctx.Done():
+	case <-b.Exited():
+		fmt.Fprintln(e.stderr, "awf broker: the broker process ended")
+	}
+	code := 0
+	if err := host.Teardown(context.WithoutCancel(ctx), r, b); err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: teardown: %v\n", err)
+		code = 1
+	}
+	if s, err := host.Summary(filepath.Join(l.AuditArchive, "bounded-query.jsonl")); err == nil {
+		fmt.Fprintf(e.stderr, "awf: audit: %s\nawf: audit log kept in %s\n", s, l.AuditArchive)
+	}
+	return code
+}
+
+// brokerServe is the broker process: spec from the private root, readiness
+// on fd 3.
+func brokerServe(ctx context.Context, e env, specPath string) int {
+	s, err := host.ReadSpec(specPath)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	ready := os.NewFile(3, "ready")
+	if err := host.Serve(ctx, s, ready, e.stderr); err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
+		return 1
+	}
+	return 0
+}

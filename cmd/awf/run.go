@@ -1,4 +1,168 @@
 package main
 
-// cmdRun implements "awf run". STUB: replaced by the owning work.
-var cmdRun = notYet("run")
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/staging"
+)
+
+const runUsage = `usage: awf run --config FILE|- -- CMD [ARGS...]
+
+Runs CMD as the agent user. With boundedQueries enabled it first runs every
+preflight check, stages the private repositories, starts the broker in its
+own network namespace, and runs CMD in its own mount and pid namespaces with
+the bounded-query CLI on PATH; it tears everything down when CMD exits.
+Exit status: CMD's, or 125 when awf itself fails.
+`
+
+// exitAWF is the exit status of a failure of awf itself (not of CMD).
+const exitAWF = 125
+
+// cmdRun implements "awf run".
+func cmdRun(ctx context.Context, e env) int {
+	if len(e.args) > 0 && e.args[0] == "--agent-shim" {
+		return agentShim(e)
+	}
+	var cfgPath string
+	args := e.args
+	for len(args) > 0 && args[0] != "--" {
+		if args[0] == "--config" && len(args) > 1 && cfgPath == "" {
+			cfgPath, args = args[1], args[2:]
+			continue
+		}
+		fmt.Fprint(e.stderr, runUsage)
+		return 2
+	}
+	if cfgPath == "" || len(args) < 2 {
+		fmt.Fprint(e.stderr, runUsage)
+		return 2
+	}
+	argv := args[1:]
+	cfg, err := config.LoadFile(cfgPath, e.stdin)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stderr, "awf: warning: %s\n", w)
+	}
+	if !cfg.BoundedQueries.Enabled {
+		return runPlain(ctx, e, cfg, argv)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	// The staging credential is read once, then removed from this process's
+	// environment (and /proc) before anything long-lived starts.
+	token := staging.ResolveToken(os.Getenv)
+	if err := staging.ScrubEnviron(host.TokenVariables...); err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	getenv := func(k string) string {
+		if k == "GH_TOKEN" {
+			return token
+		}
+		return os.Getenv(k)
+	}
+	if n, err := host.SweepOrphans(ctx, host.DefaultPrivateBase, host.DefaultIngressBase, host.DefaultAuditArchive); err != nil {
+		fmt.Fprintf(e.stderr, "awf run: orphan sweep: %v\n", err)
+		return exitAWF
+	} else if n > 0 {
+		fmt.Fprintf(e.stderr, "awf: reclaimed %d run(s) left by a crash\n", n)
+	}
+	wd, _ := os.Getwd()
+	r, err := host.Prepare(ctx, host.Options{
+		Config: cfg, Getenv: getenv, Progress: e.stderr, Workdir: wd,
+		CLIBinary: filepath.Join(filepath.Dir(exe), "bounded-query"),
+	})
+	token = ""
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	b, err := host.StartBroker(ctx, exe, r, e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		if terr := host.Teardown(ctx, r, nil); terr != nil {
+			fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+		}
+		return exitAWF
+	}
+	fmt.Fprintf(e.stderr, "awf: broker ready (runtime %s, %d repositories); running %s as uid %d\n",
+		r.Spec.Runtime, len(r.Seeds), argv[0], r.Agent.UID)
+	shim := host.ShimArgs{UID: r.Agent.UID, GID: r.Agent.GID, PrivateBase: r.Layout.PrivateBase,
+		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot}
+	code, err := host.RunAgent(ctx, exe, shim, host.AgentEnv(os.Environ(), r), argv, e.stdin, e.stdout, e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		code = exitAWF
+	}
+	terr := host.Teardown(ctx, r, b)
+	if s, err := host.Summary(filepath.Join(r.Layout.AuditArchive, "bounded-query.jsonl")); err == nil {
+		fmt.Fprintf(e.stderr, "awf: audit: %s\nawf: audit log kept in %s\n", s, r.Layout.AuditArchive)
+	}
+	if terr != nil {
+		fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+		if code == 0 {
+			code = exitAWF
+		}
+	}
+	return code
+}
+
+// agentShim is the hidden mode "awf run --agent-shim UID GID PRIV INGRESS ROOT -- CMD…".
+func agentShim(e env) int {
+	a := e.args[1:]
+	if len(a) < 7 || a[5] != "--" {
+		fmt.Fprintln(e.stderr, "awf run: bad agent shim arguments")
+		return exitAWF
+	}
+	s, err := host.ParseShimArgs(a[:5])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	code, err := host.RunShim(s, a[6:])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+	}
+	return code
+}
+
+// runPlain runs argv as the agent user with nothing staged, when bounded
+// queries are disabled.
+func runPlain(ctx context.Context, e env, cfg *config.Config, argv []string) int {
+	a, err := host.ResolveAgent(cfg.Agent.User, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(a.UID), Gid: uint32(a.GID), Groups: []uint32{}}}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+	return exitAWF
+}

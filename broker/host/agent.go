@@ -1,0 +1,105 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// TokenVariables are removed from the agent's environment whenever bounded
+// queries are enabled.
+var TokenVariables = []string{"GH_TOKEN", "GITHUB_TOKEN", "GITHUB_PERSONAL_ACCESS_TOKEN"}
+
+// AgentStopGrace is how long the agent gets after SIGTERM before SIGKILL.
+const AgentStopGrace = 10 * time.Second
+
+// AgentEnv builds the agent's environment from the caller's: tokens and any
+// stale AWF_BOUNDED_QUERY_* removed, the run's variables added, the skill
+// directory first on PATH, HOME and USER of the agent user.
+func AgentEnv(base []string, r *Run) []string {
+	drop := func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		for _, t := range TokenVariables {
+			if name == t {
+				return true
+			}
+		}
+		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
+	}
+	var env []string
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range base {
+		if strings.HasPrefix(kv, "PATH=") {
+			path = strings.TrimPrefix(kv, "PATH=")
+		}
+		if !drop(kv) {
+			env = append(env, kv)
+		}
+	}
+	l := r.Layout
+	env = append(env,
+		"PATH="+l.SkillDir+":"+path,
+		"AWF_BOUNDED_QUERY_SOCKET="+l.Socket,
+		"AWF_BOUNDED_QUERY_SKILL="+l.SkillPath,
+		"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
+	)
+	home := r.Agent.Home
+	if home == "" {
+		home = "/"
+	}
+	env = append(env, "HOME="+home)
+	if r.Agent.Name != "" {
+		env = append(env, "USER="+r.Agent.Name, "LOGNAME="+r.Agent.Name)
+	}
+	return env
+}
+
+// RunAgent runs argv through the agent shim (exe run --agent-shim …) in new
+// mount and pid namespaces and returns its exit status. When ctx ends
+// (SIGINT/SIGTERM to awf) the agent gets SIGTERM, then SIGKILL after a grace.
+func RunAgent(ctx context.Context, exe string, a ShimArgs, env, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	args := append([]string{"run", "--agent-shim"}, a.Argv()...)
+	args = append(args, "--")
+	args = append(args, argv...)
+	cmd := exec.Command(exe, args...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return 1, fmt.Errorf("agent: start: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(AgentStopGrace)
+		select {
+		case err = <-done:
+		case <-t.C:
+			// Killing pid 1 of the namespace kills every agent process.
+			_ = cmd.Process.Kill()
+			err = <-done
+		}
+		t.Stop()
+	}
+	if err == nil {
+		return 0, nil
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 1, fmt.Errorf("agent: %w", err)
+}

@@ -1,0 +1,134 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ReadyTimeout bounds the broker's start-up.
+const ReadyTimeout = 2 * time.Minute
+
+// BrokerProc is the running broker process.
+type BrokerProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+}
+
+// StartBroker starts the broker as a child process of exe ("awf broker
+// --serve SPEC") in a new, empty network namespace, waits for it to report
+// readiness, and proves the socket answers with the canonical error on a
+// non-query route (which is never counted).
+func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*BrokerProc, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	defer pr.Close()
+	cmd := exec.Command(exe, "broker", "--serve", r.Layout.SpecPath)
+	cmd.Env = brokerEnv()
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logw, logw
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNET,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return nil, fmt.Errorf("broker: start: %w", err)
+	}
+	pw.Close()
+	b := &BrokerProc{cmd: cmd, exited: make(chan struct{})}
+	go func() { b.err = cmd.Wait(); close(b.exited) }()
+
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(pr).ReadString('\n')
+		line <- s
+	}()
+	t := time.NewTimer(ReadyTimeout)
+	defer t.Stop()
+	select {
+	case s := <-line:
+		if s != "ready\n" {
+			b.Stop(context.Background())
+			return nil, errors.New("broker: exited before it was ready (see its messages above)")
+		}
+	case <-t.C:
+		b.Stop(context.Background())
+		return nil, fmt.Errorf("broker: not ready after %v", ReadyTimeout)
+	case <-ctx.Done():
+		b.Stop(context.Background())
+		return nil, ctx.Err()
+	}
+	if err := ProbeSocket(r.Layout.Socket, 10*time.Second); err != nil {
+		b.Stop(context.Background())
+		return nil, fmt.Errorf("broker: socket is not serving: %w", err)
+	}
+	return b, nil
+}
+
+// brokerEnv is the broker's whole environment: no credential, no proxy.
+func brokerEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+}
+
+// ProbeSocket sends one uncounted request to a non-query route and expects
+// the canonical error response.
+func ProbeSocket(path string, timeout time.Duration) error {
+	c, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(c, "GET /ready HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := io.ReadAll(io.LimitReader(c, 4096))
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(resp), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(resp), "\r\n\r\n"+`{"status":"error"}`) {
+		return fmt.Errorf("unexpected probe response %q", resp)
+	}
+	return nil
+}
+
+// Stop asks the broker to shut down (SIGTERM), waits for it within ctx plus
+// a grace, and kills it after that.
+func (b *BrokerProc) Stop(ctx context.Context) error {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(ShutdownGrace + 45*time.Second)
+	defer t.Stop()
+	select {
+	case <-b.exited:
+		return exitErr(b.err)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.exited
+	return fmt.Errorf("broker: killed after the shutdown grace: %w", exitErr(b.err))
+}
+
+// Exited is closed when the broker process has ended.
+func (b *BrokerProc) Exited() <-chan struct{} { return b.exited }
+
+func exitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("broker: %w", err)
+}

@@ -1,0 +1,326 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/staging"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultRootFSCache is where awf builds and pins its own rootfs when the
+// config names none.
+const DefaultRootFSCache = "/var/lib/awf/rootfs"
+
+// DefaultDockerSocket is the docker runtime's socket when the config names none.
+const DefaultDockerSocket = "/var/run/docker.sock"
+
+// Options control Prepare.
+type Options struct {
+	Config *config.Config
+	// Getenv reads the caller's environment (tokens, SUDO_UID).
+	Getenv func(string) string
+	// Progress receives operator-readable progress lines.
+	Progress io.Writer
+	// CLIBinary is the bounded-query binary installed for the agent.
+	CLIBinary string
+	// Bases; "" means the defaults.
+	PrivateBase, IngressBase, AuditArchive, RootFSCache string
+	// Workdir is the agent command's working directory (checked for overlap).
+	Workdir string
+}
+
+// Run is a prepared run: staged seeds, written skill and spec, held lock.
+type Run struct {
+	Layout Layout
+	Agent  Agent
+	Spec   Spec
+	Seeds  []staging.Seed
+	Repos  []string // configured slugs, as written
+	lock   *os.File
+}
+
+// Prepare runs every preflight check, then stages the repositories and
+// writes the broker spec, the skill and the agent CLI. On failure it leaves
+// nothing behind.
+func Prepare(ctx context.Context, o Options) (r *Run, err error) {
+	bq := o.Config.BoundedQueries
+	pf := func(format string, args ...any) error {
+		return fmt.Errorf("preflight: "+format, args...)
+	}
+	if os.Geteuid() != 0 {
+		return nil, pf("awf run must run as root (it builds sandboxes and namespaces)")
+	}
+	if !bq.Enabled {
+		return nil, pf("bounded queries are not enabled")
+	}
+	agent, err := ResolveAgent(o.Config.Agent.User, o.Getenv)
+	if err != nil {
+		return nil, pf("%v", err)
+	}
+	if fi, err := os.Stat(o.CLIBinary); err != nil || !fi.Mode().IsRegular() {
+		return nil, pf("bounded-query CLI %s not found (build it with make build)", o.CLIBinary)
+	}
+	token := staging.ResolveToken(o.Getenv)
+	for _, repo := range bq.PrivateRepos {
+		if !strings.HasPrefix(repo.Source, "/") && token == "" {
+			return nil, pf("%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", repo.Repo, sourceName(repo.Source))
+		}
+	}
+	dockerSocket := bq.DockerSocket
+	if bq.Runtime == "docker" {
+		if dockerSocket == "" {
+			dockerSocket = DefaultDockerSocket
+		}
+		if fi, err := os.Stat(dockerSocket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, pf("Docker host must be a local Unix socket: %s is not one; set boundedQueries.dockerSocket", dockerSocket)
+		}
+	}
+	if bq.Runtime == "gvisor" && bq.RunscPath == "" {
+		if _, err := exec.LookPath("runsc"); err != nil {
+			return nil, pf("runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")
+		}
+	}
+	rfs, digest, err := resolveRootFS(ctx, bq.RootFS, o.RootFSCache, o.Progress)
+	if err != nil {
+		return nil, pf("%v", err)
+	}
+
+	l := NewLayout(NewRunID(), o.PrivateBase, o.IngressBase, o.AuditArchive)
+	visible := []string{l.IngressRoot}
+	for _, p := range []string{agent.Home, o.Workdir} {
+		if filepath.IsAbs(p) && p != "/" {
+			visible = append(visible, p)
+		}
+	}
+	if err := staging.CheckPrivateRoot(l.PrivateRoot, visible); err != nil {
+		return nil, pf("%v", err)
+	}
+	if err := mkdirOwned(l.PrivateBase, 0o700); err != nil {
+		return nil, pf("%v", err)
+	}
+	if err := os.Mkdir(l.PrivateRoot, 0o700); err != nil {
+		return nil, pf("private root: %v", err)
+	}
+	r = &Run{Layout: l, Agent: agent}
+	defer func() {
+		if err != nil {
+			r.removeFiles(context.WithoutCancel(ctx))
+			r = nil
+		}
+	}()
+	r.lock, err = lockRun(l.LockPath)
+	if err != nil {
+		return r, pf("%v", err)
+	}
+	spec := Spec{
+		Layout: l, Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: dockerSocket,
+		CgroupParent: "awf", RootFS: rfs, RootFSDigest: digest, MemoryBytes: bq.MemoryBytes,
+		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations,
+		SocketUID: agent.UID, SocketGID: agent.GID,
+	}
+	if err := probeRuntime(ctx, spec); err != nil {
+		return r, pf("%v", err)
+	}
+	if err := WriteSpec(spec); err != nil {
+		return r, err
+	}
+	r.Spec = spec
+
+	audit, err := broker.OpenAudit(l.AuditDir, "bounded-query.jsonl")
+	if err != nil {
+		return r, err
+	}
+	defer audit.Close()
+	repos := make([]staging.Repo, 0, len(bq.PrivateRepos))
+	for _, p := range bq.PrivateRepos {
+		repos = append(repos, staging.Repo{Slug: p.Repo, Sensitivity: p.Sensitivity, Source: p.Source, Ref: p.Ref})
+		r.Repos = append(r.Repos, p.Repo)
+	}
+	fmt.Fprintf(o.Progress, "awf: staging %d repositories\n", len(repos))
+	seeds, err := staging.Stage(ctx, staging.Options{
+		PrivateRoot: l.PrivateRoot, RunID: l.RunID, Token: token, Progress: o.Progress,
+		OnEvent: func(ev staging.Event) {
+			switch ev.Kind {
+			case staging.EventSeedStaged:
+				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s sensitivity=%s commit=%s duration=%s", ev.Repo, ev.Sensitivity, ev.Commit, ev.Duration.Round(time.Millisecond)))
+			case staging.EventSeedFailed:
+				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
+			case staging.EventCredentialsRemoved:
+				audit.Lifecycle("credentials-removed", "")
+			}
+		},
+	}, repos)
+	if err != nil {
+		return r, fmt.Errorf("staging: %w", err)
+	}
+	r.Seeds = seeds
+	if err := r.writeIngress(o.CLIBinary, bq); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func sourceName(s string) string {
+	if s == "" {
+		return "GitHub"
+	}
+	return s
+}
+
+// resolveRootFS returns the configured rootfs, or builds (once) and pins
+// awf's own under cache.
+func resolveRootFS(ctx context.Context, pinned *config.RootFS, cache string, progress io.Writer) (string, string, error) {
+	if pinned != nil {
+		if _, err := rootfs.Verify(ctx, pinned.Path, pinned.Digest); err != nil {
+			return "", "", fmt.Errorf("rootfs: %w", err)
+		}
+		return pinned.Path, pinned.Digest, nil
+	}
+	if cache == "" {
+		cache = DefaultRootFSCache
+	}
+	dir := filepath.Join(cache, "python3")
+	pin := filepath.Join(cache, "python3.digest")
+	if b, err := os.ReadFile(pin); err == nil {
+		want := strings.TrimSpace(string(b))
+		if _, err := rootfs.Verify(ctx, dir, want); err != nil {
+			return "", "", fmt.Errorf("rootfs: cached root no longer matches its pinned digest (remove %s to rebuild): %w", cache, err)
+		}
+		return dir, want, nil
+	}
+	if err := mkdirOwned(cache, 0o755); err != nil {
+		return "", "", err
+	}
+	fmt.Fprintf(progress, "awf: building the sandbox root filesystem in %s (once)\n", dir)
+	d, err := rootfs.Build(ctx, rootfs.Options{Out: dir})
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(pin, []byte(d+"\n"), 0o644); err != nil {
+		return "", "", fmt.Errorf("rootfs: pin digest: %w", err)
+	}
+	return dir, d, nil
+}
+
+// probeRuntime opens the runtime on the run's state dir and proves it can
+// enforce every control, before anything is staged.
+func probeRuntime(ctx context.Context, s Spec) error {
+	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
+	if err != nil {
+		return fmt.Errorf("runtime %s: %w", s.Runtime, err)
+	}
+	defer rt.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := rt.Probe(pctx); err != nil {
+		return fmt.Errorf("runtime %s cannot enforce every control here; no fallback: %w", s.Runtime, err)
+	}
+	return nil
+}
+
+// mkdirOwned creates dir (and parents) and insists that it is a real
+// root-owned directory that only root can write.
+func mkdirOwned(dir string, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s must be a root-owned directory writable only by root", dir)
+	}
+	return nil
+}
+
+// lockRun takes the run's lifetime lock. A later orphan sweep treats a
+// private root whose lock it can take as abandoned.
+func lockRun(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("run lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("run lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// writeIngress creates the agent-visible run directory: the skill and the CLI.
+func (r *Run) writeIngress(cli string, bq config.BoundedQueries) error {
+	l := r.Layout
+	if err := mkdirOwned(l.IngressBase, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{l.IngressRoot, l.SkillDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("ingress: %w", err)
+		}
+	}
+	var repos []broker.SkillRepo
+	for _, p := range bq.PrivateRepos {
+		repos = append(repos, broker.SkillRepo{Repo: p.Repo, Sensitivity: p.Sensitivity})
+	}
+	if err := writeExclusive(l.SkillPath, []byte(broker.Skill(repos, bq.TimeoutSeconds, bq.MaxInvocations)), 0o644); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(cli)
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	return writeExclusive(l.CLIPath, bin, 0o555)
+}
+
+func writeExclusive(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, mode)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// removeFiles releases the seeds and removes the private and ingress roots.
+func (r *Run) removeFiles(ctx context.Context) error {
+	var errs []error
+	l := r.Layout
+	if _, err := os.Stat(filepath.Join(l.PrivateRoot, staging.SeedsDirName)); err == nil {
+		if err := staging.Release(ctx, l.PrivateRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(l.IngressRoot); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(l.PrivateRoot); err != nil {
+		errs = append(errs, err)
+	}
+	if r.lock != nil {
+		r.lock.Close()
+		r.lock = nil
+	}
+	return errors.Join(errs...)
+}

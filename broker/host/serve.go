@@ -1,0 +1,151 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/staging"
+)
+
+// PrimaryBackend names how the agent itself runs, for telemetry.
+const PrimaryBackend = "host"
+
+// ShutdownGrace bounds how long a stopping broker waits for in-flight jobs.
+const ShutdownGrace = 15 * time.Second
+
+// HostConfig returns the runtime host configuration of a spec.
+func (s Spec) HostConfig() isolate.HostConfig {
+	return isolate.HostConfig{
+		RunID:        s.Layout.RunID,
+		StateDir:     s.Layout.StateDir,
+		CgroupParent: s.CgroupParent,
+		RunscPath:    s.RunscPath,
+		DockerSocket: s.DockerSocket,
+	}
+}
+
+// Serve is the broker process: it re-checks the rootfs and the seeds, opens
+// and sweeps the runtime, listens on the socket, reports readiness on ready
+// (one line, then closed), and serves until ctx ends. Then it freezes
+// admissions, waits for in-flight jobs, sweeps again, and returns.
+func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (err error) {
+	l := s.Layout
+	audit, err := broker.OpenAudit(l.AuditDir, "bounded-query.jsonl")
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+	tel, err := broker.OpenTelemetry(l.AuditDir, PrimaryBackend, s.Runtime)
+	if err != nil {
+		return err
+	}
+	defer tel.Close()
+	fail := func(category string, e error) error {
+		audit.Lifecycle("startup-failed", e.Error())
+		tel.Emit("startup", "unavailable", category)
+		return e
+	}
+
+	if _, err := rootfs.Verify(ctx, s.RootFS, s.RootFSDigest); err != nil {
+		return fail("rootfs-mismatch", err)
+	}
+	seeds, err := staging.LoadSeeds(ctx, l.PrivateRoot)
+	if err != nil {
+		return fail("seed-invalid", err)
+	}
+	pol, err := policy.Default()
+	if err != nil {
+		return fail("policy-invalid", err)
+	}
+	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
+	if err != nil {
+		return fail("query-runtime-unavailable", err)
+	}
+	defer rt.Close()
+	if err := rt.Sweep(ctx); err != nil {
+		return fail("sweep-failed", fmt.Errorf("start-up sweep: %w", err))
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if serr := rt.Sweep(sctx); serr != nil {
+			audit.Lifecycle("shutdown-cleanup-failed", serr.Error())
+			tel.Emit("cleanup", "supported", "cleanup-failed")
+			err = errors.Join(err, serr)
+			return
+		}
+		tel.Emit("cleanup", "supported", "swept")
+	}()
+
+	limits := isolate.DefaultLimits()
+	limits.MemoryBytes = s.MemoryBytes
+	limits.Wall = time.Duration(s.TimeoutSeconds) * time.Second
+	if err := limits.Validate(); err != nil {
+		return fail("limits-invalid", err)
+	}
+	bs := make([]broker.Seed, 0, len(seeds))
+	for _, sd := range seeds {
+		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
+		audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
+	}
+	b, err := broker.New(broker.Options{
+		Kind:           broker.QueryKind{},
+		Runtime:        rt,
+		Template:       isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol},
+		Seeds:          bs,
+		MaxInvocations: s.MaxInvocations,
+		Timeout:        limits.Wall,
+		Audit:          audit,
+		Telemetry:      tel,
+	})
+	if err != nil {
+		return fail("broker-invalid", err)
+	}
+	// The socket directory stays root-only until the socket carries the
+	// agent's ownership; only then is the directory handed over.
+	if err := os.MkdirAll(l.SocketDir, 0o700); err != nil {
+		return fail("socket-failed", err)
+	}
+	ln, err := broker.ListenUnix(l.Socket, s.SocketUID, s.SocketGID)
+	if err != nil {
+		return fail("socket-failed", err)
+	}
+	if err := os.Chown(l.SocketDir, s.SocketUID, s.SocketGID); err != nil {
+		ln.Close()
+		return fail("socket-failed", err)
+	}
+	srv := broker.NewServer(b, audit)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s ingress=unix maxInvocations=%d uid=%s",
+		l.Socket, len(bs), s.Runtime, s.MaxInvocations, strconv.Itoa(s.SocketUID)))
+	tel.Emit("startup", "supported", "ready")
+	if ready != nil {
+		_, _ = io.WriteString(ready, "ready\n")
+		ready.Close()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if err != nil {
+			fmt.Fprintf(logw, "awf broker: %v\n", err)
+		}
+	}
+	audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", b.Used()))
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		audit.Lifecycle("shutdown-cleanup-failed", err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/awf-project/awf/isolate/runtimes"
+	"golang.org/x/sys/unix"
+)
+
+// Teardown stops the broker, sweeps the runtime from outside, keeps a copy
+// of the audit directory for the operator, and removes the seeds, the
+// private root and the ingress directory. It runs with its own deadline even
+// when ctx is already done.
+func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	if b != nil {
+		if err := b.Stop(tctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.Spec.Runtime != "" {
+		if err := sweepWith(tctx, r.Spec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := archiveAudit(r.Layout); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.removeFiles(tctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// sweepWith opens the run's runtime on its state dir and sweeps it.
+func sweepWith(ctx context.Context, s Spec) error {
+	if _, err := os.Stat(s.Layout.StateDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
+	if err != nil {
+		return fmt.Errorf("teardown sweep: %w", err)
+	}
+	defer rt.Close()
+	if err := rt.Sweep(ctx); err != nil {
+		return fmt.Errorf("teardown sweep: %w", err)
+	}
+	return nil
+}
+
+// archiveAudit copies the audit directory to the operator's archive (0700).
+func archiveAudit(l Layout) error {
+	ents, err := os.ReadDir(l.AuditDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archive audit: %w", err)
+	}
+	if err := os.MkdirAll(l.AuditArchive, 0o700); err != nil {
+		return fmt.Errorf("archive audit: %w", err)
+	}
+	if err := os.Chmod(filepath.Dir(l.AuditArchive), 0o700); err != nil {
+		return fmt.Errorf("archive audit: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(l.AuditDir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("archive audit: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(l.AuditArchive, e.Name()), b, 0o600); err != nil {
+			return fmt.Errorf("archive audit: %w", err)
+		}
+	}
+	return nil
+}
+
+// SweepOrphans removes what crashed runs left: every private root under
+// privateBase whose run lock can be taken is swept with its runtime,
+// released, archived and removed, with its ingress directory. It returns how
+// many it reclaimed.
+func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive string) (int, error) {
+	ents, err := os.ReadDir(privateBase)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("orphan sweep: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || len(e.Name()) != 32 {
+			continue
+		}
+		l := NewLayout(e.Name(), privateBase, ingressBase, auditArchive)
+		lock, err := os.OpenFile(l.LockPath, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == nil {
+			if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+				lock.Close()
+				continue // a live run holds it
+			}
+		}
+		r := &Run{Layout: l, lock: lock}
+		if s, err := ReadSpec(l.SpecPath); err == nil {
+			r.Spec = s
+			if err := sweepWith(ctx, s); err != nil {
+				errs = append(errs, err)
+				if lock != nil {
+					lock.Close()
+				}
+				continue
+			}
+		}
+		_ = archiveAudit(l)
+		if err := r.removeFiles(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Summary condenses an audit log for the operator: requests answered and
+// failed (by reason), and bits charged per repository.
+func Summary(auditPath string) (string, error) {
+	f, err := os.Open(auditPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return summarize(f)
+}
+
+func summarize(r io.Reader) (string, error) {
+	type rec struct {
+		Kind, Repo, Reason, InvocationID string
+		Bits                             *int64
+	}
+	answered, failed := 0, 0
+	reasons := map[string]int{}
+	bits := map[string]int64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var x rec
+		if json.Unmarshal(sc.Bytes(), &x) != nil {
+			continue
+		}
+		switch x.Kind {
+		case "invocation":
+			answered++
+		case "failure":
+			if x.InvocationID == "framing" || x.InvocationID == "transport" || x.InvocationID == "server" {
+				continue
+			}
+			failed++
+			reasons[x.Reason]++
+		default:
+			continue
+		}
+		if x.Bits != nil && x.Repo != "" {
+			bits[x.Repo] += *x.Bits
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d requests: %d answered, %d failed", answered+failed, answered, failed)
+	if len(reasons) > 0 {
+		var rs []string
+		for k, v := range reasons {
+			rs = append(rs, fmt.Sprintf("%s ×%d", k, v))
+		}
+		sort.Strings(rs)
+		fmt.Fprintf(&b, " (%s)", strings.Join(rs, ", "))
+	}
+	var repos []string
+	for k := range bits {
+		repos = append(repos, k)
+	}
+	sort.Strings(repos)
+	for _, k := range repos {
+		fmt.Fprintf(&b, "\n  %s: %d bits charged", k, bits[k])
+	}
+	return b.String(), nil
+}

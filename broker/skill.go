@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/awf-project/awf/proto"
+)
+
+// SkillRepo is one repository as the generated skill advertises it.
+type SkillRepo struct {
+	Repo        string
+	Sensitivity string
+}
+
+// Skill renders the bounded-query SKILL.md: each repository with its
+// sensitivity and initial run budget, the charge formula, the buckets, the
+// script contract and a worked example. It never shows a remaining balance.
+func Skill(repos []SkillRepo, timeoutSeconds, maxInvocations int) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("---\nname: bounded-query\ndescription: Ask a narrow, finite question about a private repository you cannot read. Use only when the answer fits a small schema and the repository's budget affords it.\n---\n\n")
+	w("# Bounded query\n\n")
+	w("`bounded-query` runs a short Python 3 script you write against a fresh, private, writable copy of one\n")
+	w("repository, in a sandbox with no network, no credentials and no view of the host or your workspace. You\n")
+	w("see only one canonical JSON line: `{\"status\":\"ok\",\"result\":<value>}` or `{\"status\":\"error\"}`.\n")
+	w("Every failure looks the same, on purpose: you cannot learn why a query failed.\n\n")
+	w("## Available repositories\n\n")
+	for _, r := range repos {
+		bits, metered, _ := proto.SensitivityBudget(r.Sensitivity)
+		switch {
+		case !metered:
+			w("- `%s` — unmetered (`%s`)\n", r.Repo, r.Sensitivity)
+		case bits == 0:
+			w("- `%s` — 0 bits/run (`%s` — never runs a script)\n", r.Repo, r.Sensitivity)
+		default:
+			w("- `%s` — %d bits/run (`%s`)\n", r.Repo, bits, r.Sensitivity)
+		}
+	}
+	w("\n## Invoking\n\n")
+	w("```sh\nbounded-query --repo OWNER/REPO --schema '<finite schema JSON>' < script.py\n```\n\n")
+	w("- `--repo` and `--schema` are required, exactly once each, in any order. No other option, no `--flag=value`\n")
+	w("  form and no positional argument is accepted.\n")
+	w("- The schema is at most %d bytes. The script arrives on stdin (not a terminal), is UTF-8 and at most %d bytes.\n", proto.MaxSchemaBytes, proto.MaxScriptBytes)
+	w("- The command always prints exactly one JSON line and exits 0.\n\n")
+	w("## Response schema\n\n")
+	w("| type | shape | values |\n|---|---|---|\n")
+	w("| const | `{\"type\":\"const\",\"value\":<literal>}` | 1 |\n")
+	w("| boolean | `{\"type\":\"boolean\"}` | 2 |\n")
+	w("| enum | `{\"type\":\"enum\",\"values\":[<literal>,...]}` | number of members |\n")
+	w("| integer | `{\"type\":\"integer\",\"minimum\":N,\"maximum\":M}` | M-N+1 |\n")
+	w("| object | `{\"type\":\"object\",\"fields\":{\"name\":<schema>,...}}` | product of fields |\n")
+	w("| tuple | `{\"type\":\"tuple\",\"items\":[<schema>,...]}` | product of items |\n")
+	w("| array | `{\"type\":\"array\",\"items\":<schema>,\"length\":N}` | items^N |\n")
+	w("| union | `{\"type\":\"union\",\"variants\":{\"tag\":<schema>,...}}` | sum of variants; value `{\"tag\":..,\"value\":..}` |\n\n")
+	w("A literal is a string (at most %d UTF-8 bytes, no control characters), a safe integer, a boolean or\n", proto.MaxLiteralStringBytes)
+	w("null; enum members share one JSON type and are unique. Limits: depth %d, %d nodes, %d fields/items/variants,\n", proto.MaxSchemaDepth, proto.MaxSchemaNodes, proto.MaxObjectFields)
+	w("array length at most %d. There are no free strings, floats, regexes, optional fields or recursion.\n\n", proto.MaxArrayLength)
+	w("## Script contract\n\n")
+	w("- Python 3 standard library only. The repository is at `/query/repo` (you may modify your copy).\n")
+	w("- Write exactly one JSON value conforming to the schema to `/query/out` (at most %d bytes).\n", proto.MaxResultBytes)
+	w("- stdout, stderr and the exit status are discarded. The script runs as an unprivileged user, with a\n")
+	w("  %d s time limit.\n", timeoutSeconds)
+	w("- Non-conformant outputs (all give the error line): a missing or oversized file, malformed JSON,\n")
+	w("  duplicate keys, trailing content, a value outside the schema, a non-zero exit, a timeout.\n\n")
+	w("Worked example: does the repository have a SECURITY.md at its root? (cardinality 2, charge 5 bits)\n\n")
+	w("```sh\nbounded-query --repo %s --schema '{\"type\":\"boolean\"}' <<'EOF'\nimport json, os\nwith open('/query/out', 'w') as f:\n    json.dump(os.path.isfile('/query/repo/SECURITY.md'), f)\nEOF\n```\n\n", exampleRepo(repos))
+	w("## Budget\n\n")
+	w("Each accepted query is charged before it runs, and never refunded:\n\n")
+	w("    charge = %d + ceil(log2(cardinality)) + %d bits\n\n", proto.ResultStatusBits, proto.TimingBucketBits)
+	w("(%d bit for ok/error, %d bits for the six timing buckets). The cheapest query (a const) costs %d bits; a\n", proto.ResultStatusBits, proto.TimingBucketBits, proto.MinChargeBits)
+	w("boolean 5, a 4-member enum 6, an integer in 0..255 12. There is no per-query cap beyond the budget.\n")
+	w("Responses arrive only at fixed times after the query starts: 10ms, 100ms, 1s, 10s, 60s or 600s.\n")
+	w("At most %d requests per run are answered (every request counts, even rejected ones). The remaining\n", maxInvocations)
+	w("balance is never shown.\n\n")
+	w("Design one high-value, low-cardinality question per invocation.\n")
+	return b.String()
+}
+
+func exampleRepo(repos []SkillRepo) string {
+	for _, r := range repos {
+		if r.Sensitivity != proto.SensitivitySealed {
+			return r.Repo
+		}
+	}
+	if len(repos) > 0 {
+		return repos[0].Repo
+	}
+	return "owner/repo"
+}
