@@ -24,17 +24,23 @@ type outcome struct {
 // that depended on an argument word. libseccomp compares each 32-bit half of
 // an argument against constants (after an optional mask), so flipping one
 // comparison at a time reaches every rule.
-func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word int, v uint32) string) []outcome {
+//
+// complete is false when the search hit maxRunsPerSyscall with paths left
+// to try; callers must not trust a partial table.
+func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word int, v uint32) string) (outs []outcome, complete bool) {
 	type assign [seccompDataWords]uint32
 	seenAssign := map[assign]bool{}
 	seenPath := map[string]bool{}
 	var out []outcome
 	queue := []assign{{}}
-	for runs := 0; len(queue) > 0 && runs < maxRunsPerSyscall; {
+	for runs := 0; len(queue) > 0; {
 		cur := queue[0]
 		queue = queue[1:]
 		if seenAssign[cur] {
 			continue
+		}
+		if runs == maxRunsPerSyscall {
+			return out, false
 		}
 		seenAssign[cur] = true
 		runs++
@@ -59,7 +65,7 @@ func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word in
 			}
 		}
 	}
-	return out
+	return out, true
 }
 
 func pathSignature(trace []branch) string {

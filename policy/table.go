@@ -139,7 +139,10 @@ func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
 			}
 			return labelValue(name, uint(word-4)/2, uint64(v))
 		}
-		outs := explore(prog, a.audit, nr, label)
+		outs, complete := explore(prog, a.audit, nr, label)
+		if !complete {
+			return Table{}, fmt.Errorf("decode filter: syscall %d has more than %d argument paths; the table would be partial", nr, maxRunsPerSyscall)
+		}
 		if named {
 			flush()
 			for _, o := range collapse(outs) {

@@ -268,3 +268,16 @@ func TestDisassemble(t *testing.T) {
 	assert.Contains(t, text, "; errno ENOSYS")
 	assert.NotContains(t, text, "???")
 }
+
+// TestDecodeRefusesPartialTables: a filter with more argument paths than the
+// search explores is an error, never a silently partial table.
+func TestDecodeRefusesPartialTables(t *testing.T) {
+	prog := []unix.SockFilter{ins(bpfLD|bpfW|bpfABS, 0, 0, 16)}
+	for i := 0; i < 12; i++ {
+		prog = append(prog, ins(bpfJMP|bpfJSET|bpfK, 0, 0, 1<<i))
+	}
+	prog = append(prog, ins(bpfRET|bpfK, 0, 0, retAllow))
+	_, err := DecodeFilter("x86_64", prog)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "table would be partial")
+}
