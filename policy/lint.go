@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -58,19 +57,11 @@ var mustCondition = map[string]bool{"clone": true, "ioctl": true, "socket": true
 // rules: sensitive allows need +sensitive, some need conditions, and
 // reasons must say something.
 func Lint(name string, src []byte) []Finding {
-	p, err := Parse(name, src)
-	if err != nil {
-		var pes ParseErrors
-		if errors.As(err, &pes) {
-			out := make([]Finding, 0, len(pes))
-			for _, e := range pes {
-				out = append(out, Finding{File: e.File, Line: e.Line, Col: e.Col, Severity: SevError, Msg: e.Msg})
-			}
-			return out
-		}
-		return []Finding{{File: name, Line: 1, Col: 1, Severity: SevError, Msg: err.Error()}}
+	p, errs := parse(name, src)
+	out := make([]Finding, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, Finding{File: e.File, Line: e.Line, Col: e.Col, Severity: SevError, Msg: e.Msg})
 	}
-	var out []Finding
 	add := func(r Rule, sev Severity, format string, args ...any) {
 		out = append(out, Finding{File: name, Line: r.Line, Col: 1, Severity: sev, Msg: fmt.Sprintf(format, args...)})
 	}
@@ -97,11 +88,16 @@ func Lint(name string, src []byte) []Finding {
 	}
 	for _, a := range p.Arches {
 		info, _ := lookupArch(a)
-		if len(p.calls(info)) == 0 {
+		if len(errs) == 0 && len(p.calls(info)) == 0 {
 			out = append(out, Finding{File: name, Line: 1, Col: 1, Severity: SevError, Msg: "no rule applies on " + a})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Line != out[j].Line {
+			return out[i].Line < out[j].Line
+		}
+		return out[i].Col < out[j].Col
+	})
 	return out
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -43,12 +44,12 @@ func parse(name string, src []byte) (*Policy, ParseErrors) {
 	if len(src) > maxPolicyBytes {
 		ps.line = 1
 		ps.errorf(1, "policy is %d bytes; the limit is %d", len(src), maxPolicyBytes)
-		return nil, ps.errs
+		return ps.p, ps.errs
 	}
 	if !utf8.Valid(src) {
 		ps.line = 1
 		ps.errorf(1, "policy is not valid UTF-8")
-		return nil, ps.errs
+		return ps.p, ps.errs
 	}
 	lines := strings.Split(string(src), "\n")
 	for i, line := range lines {
@@ -66,13 +67,18 @@ func parse(name string, src []byte) (*Policy, ParseErrors) {
 	if !ps.seenArch {
 		ps.errorf(1, "missing header line: arch NAME...")
 	}
-	if len(ps.errs) == 0 {
+	if ps.seenArch {
 		ps.checkRules()
 	}
-	if len(ps.errs) > 0 {
-		return nil, ps.errs
-	}
-	return ps.p, nil
+	sort.SliceStable(ps.errs, func(i, j int) bool {
+		a, b := ps.errs[i], ps.errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	// The partial policy lets lint review the rules that did parse.
+	return ps.p, ps.errs
 }
 
 func (ps *parser) col(off int) int { return utf8.RuneCountInString(ps.text[:off]) + 1 }
