@@ -9,7 +9,21 @@ import (
 // than MaxResultBytes (R28), parses strictly (R1–R9), validates against s without
 // coercion (R29–R34) and returns the canonical serialisation (R35–R37).
 // Errors wrap ErrJSON or ErrValue and never quote the file's content.
+//
+// A conforming file is checked in one streaming pass that builds no tree
+// (stream.go); anything that pass does not accept is decided by the tree
+// path, which also produces every error. Both must agree byte for byte;
+// FuzzCheckResult checks that they do.
 func (s *Schema) CheckResult(out []byte) ([]byte, error) {
+	if c, ok := s.checkStream(out); ok {
+		return c, nil
+	}
+	return s.checkTree(out)
+}
+
+// checkTree is the authoritative path of CheckResult: parse to a tree, then
+// validate and canonicalise. It decides every error.
+func (s *Schema) checkTree(out []byte) ([]byte, error) {
 	if len(out) > MaxResultBytes {
 		return nil, fmt.Errorf("%w: result is %d bytes; the maximum is %d", ErrJSON, len(out), MaxResultBytes)
 	}

@@ -37,6 +37,13 @@ func TestCheckResult(t *testing.T) {
 		{"R33 array element path", arrays(1, 3, boolean), `[true,false,1]`, "", "at $[2]: expected boolean"},
 		{"R33 empty array", arrays(1, 0, boolean), `[]`, `[]`, ""},
 		{"R34 union tag first", union, `{"value":3,"tag":"n"}`, `{"tag":"n","value":3}`, ""},
+		{"R34 union value first, nested", `{"type":"union","variants":{"p":{"type":"tuple","items":[{"type":"boolean"},`+union+`]}}}`,
+			`{"value":[false,{"value":2,"tag":"n"}],"tag":"p"}`, `{"tag":"p","value":[false,{"tag":"n","value":2}]}`, ""},
+		{"R34 union value first with string", `{"type":"union","variants":{"s":{"type":"enum","values":["}\",{"]}}}`,
+			`{"value":"}\",{","tag":"s"}`, `{"tag":"s","value":"}\",{"}`, ""},
+		{"R34 union value first, bad value", union, `{"value":10,"tag":"n"}`, "", "at $.value: integer is outside"},
+		{"R34 union value first, no tag", union, `{"value":1}`, "", `exactly the keys "tag" and "value"`},
+		{"R32 escaped keys", obj, `{"\u0061":1,"\u0062":true}`, `{"b":true,"a":1}`, ""},
 		{"R34 union const", union, `{"tag":"none","value":null}`, `{"tag":"none","value":null}`, ""},
 		{"R34 union unknown tag", union, `{"tag":"x","value":1}`, "", "at $.tag: union tag is not one of the 2 declared tags"},
 		{"R34 union extra key", union, `{"tag":"n","value":1,"x":1}`, "", `exactly the keys "tag" and "value"`},
@@ -53,12 +60,19 @@ func TestCheckResult(t *testing.T) {
 			got, err := s.CheckResult([]byte(tc.in))
 			if tc.err != "" {
 				require.Error(t, err)
+				_, streamOK, _, _ := s.CheckResultPaths([]byte(tc.in))
+				assert.False(t, streamOK, "fast path accepted a bad result")
 				assert.True(t, errors.Is(err, proto.ErrJSON) || errors.Is(err, proto.ErrValue), "class: %v", err)
 				assert.Contains(t, err.Error(), tc.err)
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(got))
+			stream, streamOK, tree, treeErr := s.CheckResultPaths([]byte(tc.in))
+			require.NoError(t, treeErr)
+			assert.Equal(t, tc.want, string(tree))
+			assert.True(t, streamOK, "fast path declined")
+			assert.Equal(t, tc.want, string(stream))
 			env := proto.OKEnvelope(got)
 			assert.Equal(t, `{"status":"ok","result":`+tc.want+`}`, string(env))
 		})

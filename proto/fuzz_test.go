@@ -85,10 +85,20 @@ func FuzzCheckResult(f *testing.F) {
 	add(`{"type":"object","fields":{"b":{"type":"boolean"},"a":{"type":"enum","values":["x","y"]}}}`, `{"a":"y","b":false}`)
 	add(`{"type":"union","variants":{"n":{"type":"const","value":null},"t":{"type":"tuple","items":[{"type":"boolean"},{"type":"const","value":"</\u2028>"}]}}}`, `{"value":[true,"</\u2028>"],"tag":"t"}`)
 	add(`{"type":"array","length":2,"items":{"type":"enum","values":[1,2,3]}}`, `[3,1]`)
+	add(`{"type":"union","variants":{"a":{"type":"object","fields":{"x":{"type":"boolean"},"y":{"type":"const","value":"\u00e9"}}},"b":{"type":"array","length":1,"items":{"type":"integer","minimum":-9,"maximum":9}}}}`,
+		`{"value" : {"y":"\u00e9","x":false} , "tag":"a"}`)
+	add(`{"type":"union","variants":{"a":{"type":"boolean"},"b":{"type":"array","length":1,"items":{"type":"integer","minimum":-9,"maximum":9}}}}`,
+		`{"value":[-9],"tag":"b"}`)
+	add(`{"type":"object","fields":{"k":{"type":"enum","values":["a\"b","c\\d","\u2028"]},"z":{"type":"tuple","items":[{"type":"boolean"}]}}}`,
+		`{"\u007a":[true],"k":"a\u0022b"}`)
 	f.Fuzz(func(t *testing.T, schema, value []byte) {
 		s, err := proto.ParseSchema(schema)
 		if err != nil {
 			return
+		}
+		stream, streamOK, tree, treeErr := s.CheckResultPaths(value)
+		if streamOK && (treeErr != nil || !bytes.Equal(stream, tree)) {
+			t.Fatalf("fast path accepted %q as %q; tree path: %q, %v", value, stream, tree, treeErr)
 		}
 		c, err := s.CheckResult(value)
 		if err != nil {

@@ -233,85 +233,88 @@ func (p *parser) hex4() (rune, error) {
 }
 
 // str parses a string starting at the opening quote. The whole input is
-// already known to be valid UTF-8, so raw bytes are copied as they are.
+// already known to be valid UTF-8, so raw bytes are copied as they are; a
+// string without escapes is returned as a substring of the input.
 func (p *parser) str() (string, error) {
-	p.pos++
-	start := p.pos
-	for p.pos < len(p.src) {
-		c := p.src[p.pos]
+	start := p.pos + 1
+	for i := start; i < len(p.src); i++ {
+		c := p.src[i]
 		if c == '"' {
-			s := p.src[start:p.pos]
-			p.pos++
-			return s, nil
+			p.pos = i + 1
+			return p.src[start:i], nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
 		}
-		p.pos++
 	}
-	buf := make([]byte, 0, p.pos-start+16)
-	buf = append(buf, p.src[start:p.pos]...)
+	b, err := p.appendStr(nil)
+	return string(b), err
+}
+
+// appendStr decodes the string starting at the opening quote onto dst.
+func (p *parser) appendStr(dst []byte) ([]byte, error) {
+	p.pos++
 	for {
 		if p.pos >= len(p.src) {
-			return "", p.fail("unterminated string")
+			return dst, p.fail("unterminated string")
 		}
 		c := p.src[p.pos]
 		switch {
 		case c == '"':
 			p.pos++
-			return string(buf), nil
+			return dst, nil
 		case c < 0x20:
-			return "", p.fail(fmt.Sprintf("control character U+%04X must be escaped in a string", c))
+			return dst, p.fail(fmt.Sprintf("control character U+%04X must be escaped in a string", c))
 		case c != '\\':
-			buf = append(buf, c)
+			dst = append(dst, c)
 			p.pos++
 			continue
 		}
 		escAt := p.pos
 		p.pos++
 		if p.pos >= len(p.src) {
-			return "", p.fail("unterminated string")
+			return dst, p.fail("unterminated string")
 		}
 		e := p.src[p.pos]
 		p.pos++
 		switch e {
 		case '"', '\\', '/':
-			buf = append(buf, e)
+			dst = append(dst, e)
 		case 'b':
-			buf = append(buf, '\b')
+			dst = append(dst, '\b')
 		case 'f':
-			buf = append(buf, '\f')
+			dst = append(dst, '\f')
 		case 'n':
-			buf = append(buf, '\n')
+			dst = append(dst, '\n')
 		case 'r':
-			buf = append(buf, '\r')
+			dst = append(dst, '\r')
 		case 't':
-			buf = append(buf, '\t')
+			dst = append(dst, '\t')
 		case 'u':
 			r, err := p.hex4()
 			if err != nil {
-				return "", err
+				return dst, err
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xDC00 || len(p.src)-p.pos < 6 || p.src[p.pos] != '\\' || p.src[p.pos+1] != 'u' {
 					p.pos = escAt
-					return "", p.fail("lone surrogate escape; surrogates must come in high/low pairs")
+					return dst, p.fail("lone surrogate escape; surrogates must come in high/low pairs")
 				}
 				p.pos += 2
 				lo, err := p.hex4()
 				if err != nil {
-					return "", err
+					return dst, err
 				}
 				if lo < 0xDC00 || lo > 0xDFFF {
 					p.pos = escAt
-					return "", p.fail("lone surrogate escape; surrogates must come in high/low pairs")
+					return dst, p.fail("lone surrogate escape; surrogates must come in high/low pairs")
 				}
 				r = utf16.DecodeRune(r, lo)
 			}
-			buf = utf8.AppendRune(buf, r)
+			dst = utf8.AppendRune(dst, r)
 		default:
 			p.pos = escAt
-			return "", p.fail(`invalid escape; allowed are \" \\ \/ \b \f \n \r \t \uXXXX`)
+			return dst, p.fail(`invalid escape; allowed are \" \\ \/ \b \f \n \r \t \uXXXX`)
 		}
 	}
 }
