@@ -37,7 +37,7 @@ func TestCheckResult(t *testing.T) {
 		{"R33 array element path", arrays(1, 3, boolean), `[true,false,1]`, "", "at $[2]: expected boolean"},
 		{"R33 empty array", arrays(1, 0, boolean), `[]`, `[]`, ""},
 		{"R34 union tag first", union, `{"value":3,"tag":"n"}`, `{"tag":"n","value":3}`, ""},
-		{"R34 union value first, nested", `{"type":"union","variants":{"p":{"type":"tuple","items":[{"type":"boolean"},`+union+`]}}}`,
+		{"R34 union value first, nested", `{"type":"union","variants":{"p":{"type":"tuple","items":[{"type":"boolean"},` + union + `]}}}`,
 			`{"value":[false,{"value":2,"tag":"n"}],"tag":"p"}`, `{"tag":"p","value":[false,{"tag":"n","value":2}]}`, ""},
 		{"R34 union value first with string", `{"type":"union","variants":{"s":{"type":"enum","values":["}\",{"]}}}`,
 			`{"value":"}\",{","tag":"s"}`, `{"tag":"s","value":"}\",{"}`, ""},
