@@ -41,6 +41,8 @@ func TestCheckResult(t *testing.T) {
 			`{"value":[false,{"value":2,"tag":"n"}],"tag":"p"}`, `{"tag":"p","value":[false,{"tag":"n","value":2}]}`, ""},
 		{"R34 union value first with string", `{"type":"union","variants":{"s":{"type":"enum","values":["}\",{"]}}}`,
 			`{"value":"}\",{","tag":"s"}`, `{"tag":"s","value":"}\",{"}`, ""},
+		{"R34 union value first, spaced", `{"type":"union","variants":{"p":{"type":"tuple","items":[{"type":"boolean"}]}}}`,
+			"{ \"value\" : [ true ] \n , \"tag\" : \"p\" }", `{"tag":"p","value":[true]}`, ""},
 		{"R34 union value first, bad value", union, `{"value":10,"tag":"n"}`, "", "at $.value: integer is outside"},
 		{"R34 union value first, no tag", union, `{"value":1}`, "", `exactly the keys "tag" and "value"`},
 		{"R32 escaped keys", obj, `{"\u0061":1,"\u0062":true}`, `{"b":true,"a":1}`, ""},

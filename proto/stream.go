@@ -363,6 +363,7 @@ func (c *streamChecker) union(n *node, depth int) bool {
 		if !c.skip() {
 			return false
 		}
+		c.skipSpace()
 		vend = c.pos
 		if !c.expect(',') {
 			return false
