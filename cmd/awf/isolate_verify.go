@@ -1,7 +1,246 @@
 package main
 
-// cmdIsolateVerify implements "awf isolate verify". STUB: replaced by the verify work.
-var cmdIsolateVerify = notYet("isolate verify")
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
 
-// cmdIsolateMatrix implements "awf isolate matrix". STUB: replaced by the verify work.
-var cmdIsolateMatrix = notYet("isolate matrix")
+	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/isolate/verify"
+	"github.com/awf-project/awf/rootfs"
+)
+
+func init() {
+	// Keep the main goroutine on the main thread: libcontainer joins sandbox
+	// mount namespaces on locked threads, and a locked goroutine that ends on
+	// the main thread would leave the whole process's main thread (and the
+	// sandbox's mounts) stuck in that namespace.
+	runtime.LockOSThread()
+	// verify reads loaded seccomp filters through a helper re-execution.
+	verify.HelperIfRequested()
+}
+
+const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [--require NAME]... [--json]
+                         [--rootfs DIR [--digest D]] [--policy FILE] [--private-root DIR]
+                         [--state-dir DIR] [--cgroup-parent NAME] [--runsc PATH]
+                         [--docker-socket PATH] [--probe ID|PREFIX/]... [--progress]
+
+Checks this host (kernel, cgroup mode, overlayfs, seccomp, openat2, user
+namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
+inside each runtime through the same code path as a real query, reads the
+seccomp filter loaded in a live sandbox and compares it with the golden table
+of the policy, and checks that nothing is left after each probe.
+
+NAME is direct, gvisor, docker or sbx (default: direct). A runtime whose host
+component is absent is BLOCKED. BLOCKED fails the run for a runtime named by
+--runtime or --require; "--runtime all" tolerates BLOCKED runtimes that are
+not required (sbx is always BLOCKED). Without --rootfs a root filesystem is
+built for the run. Exits 0 only when nothing FAILs and no required runtime is
+BLOCKED, 1 otherwise, 2 on usage errors.
+`
+
+// listFlag is a repeatable flag that also accepts comma-separated values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// cmdIsolateVerify implements "awf isolate verify".
+func cmdIsolateVerify(ctx context.Context, e env) int {
+	fs := flag.NewFlagSet("awf isolate verify", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, isolateVerifyUsage) }
+	var rts, req, probes listFlag
+	fs.Var(&rts, "runtime", "runtime to verify: direct, gvisor, docker, sbx or all (repeatable)")
+	fs.Var(&req, "require", "runtime whose BLOCKED verdict fails the run (repeatable)")
+	fs.Var(&probes, "probe", "run only this probe ID or ID prefix ending in / (repeatable)")
+	asJSON := fs.Bool("json", false, "write the versioned JSON report")
+	rootDir := fs.String("rootfs", "", "root filesystem (default: build one for this run)")
+	digest := fs.String("digest", "", "pinned rootfs digest to check --rootfs against")
+	policyFile := fs.String("policy", "", "seccomp policy file (default: the embedded policy)")
+	privateRoot := fs.String("private-root", host.DefaultPrivateBase, "private base directory whose parents the hazard check inspects")
+	stateDir := fs.String("state-dir", "", "parent of the runtimes' state directories (default: a scratch directory)")
+	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
+	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
+	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
+	progress := fs.Bool("progress", false, "print each result to standard error as it is known")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(e.stderr, isolateVerifyUsage)
+		return 2
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(e.stderr, "awf isolate verify: "+format+"\n", args...)
+		return 2
+	}
+	names, required, err := verifyRuntimes(rts, req)
+	if err != nil {
+		return fail("%v", err)
+	}
+	pol, err := loadRunPolicy(*policyFile)
+	if err != nil {
+		return fail("policy: %v", err)
+	}
+	root := *rootDir
+	if root == "" {
+		dir, err := os.MkdirTemp("", "awf-verify-rootfs-")
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer os.RemoveAll(dir)
+		root = filepath.Join(dir, "root")
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		d, err := rootfs.Build(bctx, rootfs.Options{Out: root})
+		cancel()
+		if err != nil {
+			return fail("build root filesystem: %v", err)
+		}
+		if *progress {
+			fmt.Fprintf(e.stderr, "built root filesystem %s\n", d)
+		}
+	} else {
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		_, err := rootfs.Verify(vctx, root, *digest)
+		cancel()
+		if err != nil {
+			return fail("root filesystem: %v", err)
+		}
+	}
+	opts := verify.Options{
+		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,
+		Probes: probes,
+		Host:   isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock},
+	}
+	if *progress {
+		opts.Progress = func(rt string, r verify.Result) {
+			fmt.Fprintf(e.stderr, "%-7s %-7s %s: %s\n", rt, r.Status, r.ID, r.Evidence)
+		}
+	}
+	rep, err := verify.Run(ctx, opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *asJSON {
+		err = rep.WriteJSON(e.stdout)
+	} else {
+		err = rep.WriteText(e.stdout)
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	return rep.ExitCode()
+}
+
+// verifyRuntimes expands --runtime and --require. Runtimes named explicitly
+// are required; "all" adds every runtime without requiring it.
+func verifyRuntimes(rts, req []string) (names, required []string, err error) {
+	if len(rts) == 0 {
+		rts = []string{"direct"}
+	}
+	known := func(n string) error {
+		if !slices.Contains(runtimes.Names, n) {
+			return fmt.Errorf("unknown runtime %q (want %s or all)", n, strings.Join(runtimes.Names, ", "))
+		}
+		return nil
+	}
+	for _, n := range rts {
+		if n == "all" {
+			for _, a := range runtimes.Names {
+				if !slices.Contains(names, a) {
+					names = append(names, a)
+				}
+			}
+			continue
+		}
+		if err := known(n); err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+		required = append(required, n)
+	}
+	for _, n := range req {
+		if err := known(n); err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+		required = append(required, n)
+	}
+	return names, required, nil
+}
+
+const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require AGENT/QUERY]... [--docker-socket PATH]
+
+Prints the agent-runtime × query-runtime availability matrix of this host.
+AGENT is host, docker, gvisor or sbx; QUERY is direct, gvisor, docker or sbx.
+Each cell is supported, unavailable or blocked, with a reason; the sbx query
+cells are always blocked, with the missing controls listed. Exits 1 when a
+--require pair is not supported, 2 on usage errors, 0 otherwise.
+`
+
+// cmdIsolateMatrix implements "awf isolate matrix".
+func cmdIsolateMatrix(ctx context.Context, e env) int {
+	fs := flag.NewFlagSet("awf isolate matrix", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, isolateMatrixUsage) }
+	var req listFlag
+	fs.Var(&req, "require", "AGENT/QUERY pair that must be supported (repeatable)")
+	asJSON := fs.Bool("json", false, "write the versioned JSON matrix")
+	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
+	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
+	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(e.stderr, isolateMatrixUsage)
+		return 2
+	}
+	for _, r := range req {
+		if _, _, err := verify.ParsePair(r); err != nil {
+			fmt.Fprintf(e.stderr, "awf isolate matrix: --require %v\n", err)
+			return 2
+		}
+	}
+	m := verify.BuildMatrix(ctx, verify.MatrixOptions{
+		Host: isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock},
+	})
+	var err error
+	if *asJSON {
+		err = m.WriteJSON(e.stdout)
+	} else {
+		err = m.WriteText(e.stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
+		return 2
+	}
+	if unmet := m.Unmet(req); len(unmet) > 0 {
+		for _, u := range unmet {
+			fmt.Fprintf(e.stderr, "awf isolate matrix: required %s\n", u)
+		}
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,263 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
+)
+
+// Battery returns every in-sandbox probe in the order verify runs them.
+// ctl/plant runs before fs/earlier-invocations, which looks for its files.
+func Battery() []Probe {
+	var ps []Probe
+	ps = append(ps, controlProbes()...)
+	ps = append(ps, networkProbes()...)
+	ps = append(ps, filesystemProbes()...)
+	ps = append(ps, privilegeProbes()...)
+	ps = append(ps, limitProbes()...)
+	return ps
+}
+
+// RuntimeChecks are the IDs of the results verify adds to each runtime's
+// battery besides the probes: the loaded filter, the seed's integrity and
+// the leftover checks.
+var RuntimeChecks = []string{
+	"filter/loaded", "filter/denylist", "fs/seed-unchanged",
+	"leftover/processes", "leftover/cgroups", "leftover/mounts", "leftover/state",
+}
+
+// filterProbe is the job whose live process verify reads the filter from.
+var filterProbe = Probe{
+	ID: "filter/loaded", Group: "filter",
+	Title:  "Reads the seccomp filter of a live sandboxed process with PTRACE_SECCOMP_GET_FILTER, decodes it and compares it with the golden table of the policy in use.",
+	OnFail: "The filter the kernel enforces is not the reviewed policy.",
+	body: `import time
+time.sleep(1.0)
+answer({"alive": True})
+`,
+	schema:  sObj("alive", sBool),
+	check:   checkEqual(map[string]any{"alive": true}),
+	example: `{"alive":true}`,
+}
+
+// battery runs the probes in one runtime.
+type battery struct {
+	name     string
+	rt       isolate.Runtime
+	traits   traits
+	base     isolate.Template
+	fx       *fixture
+	prm      params
+	pol      *policy.Policy
+	arch     string
+	scan     *leftoverScanner
+	tally    leftoverTally
+	seq      int
+	progress func(Result)
+}
+
+// runAll executes the probes and the runtime checks and returns their results.
+func (b *battery) runAll(ctx context.Context, probes []Probe, withFilter bool) []Result {
+	var out []Result
+	emit := func(r Result) {
+		out = append(out, r)
+		if b.progress != nil {
+			b.progress(r)
+		}
+	}
+	for i, p := range probes {
+		if ctx.Err() != nil {
+			emit(Result{ID: p.ID, Group: p.Group, Status: Fail, Evidence: "not run: " + ctx.Err().Error()})
+			continue
+		}
+		r, _ := b.runProbe(ctx, p, nil)
+		emit(r)
+		if i == 0 {
+			b.scan.setBaseline()
+		}
+	}
+	if len(probes) == 0 {
+		// Still take a baseline so the filter job's leftovers are judged.
+		b.scan.setBaseline()
+	}
+	if withFilter {
+		for _, r := range b.filterResults(ctx) {
+			emit(r)
+		}
+	}
+	emit(b.seedUnchanged())
+	for _, r := range b.tally.results() {
+		emit(r)
+	}
+	return out
+}
+
+// runProbe runs one probe through the runtime exactly as the broker runs a
+// query: Runtime.Run with the template and the job, then proto's strict
+// parse, validation and canonicalisation of /query/out.
+func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) (Result, isolate.Outcome) {
+	res := Result{ID: p.ID, Group: p.Group}
+	t0 := time.Now()
+	defer func() { res.Millis = time.Since(t0).Milliseconds() }()
+	fail := func(format string, args ...any) (Result, isolate.Outcome) {
+		res.Status, res.Evidence = Fail, fmt.Sprintf(format, args...)
+		res.Millis = time.Since(t0).Milliseconds()
+		return res, isolate.Outcome{}
+	}
+	schema, err := proto.ParseSchema([]byte(p.schema))
+	if err != nil {
+		return fail("probe schema rejected: %v", err)
+	}
+	lim := p.effectiveLimits()
+	prm := b.prm
+	prm.Limits = lim
+	script, err := p.render(prm)
+	if err != nil {
+		return fail("%v", err)
+	}
+	b.seq++
+	inv := fmt.Sprintf("v%s-%03d", b.fx.tag(), b.seq)
+	tmpl := b.base
+	tmpl.Limits = lim
+	si := &startInfo{}
+	job := isolate.Job{
+		InvocationID: inv,
+		Script:       script,
+		OnStart: func(pid int) {
+			si.record(pid)
+			if onStart != nil {
+				onStart(pid)
+			}
+		},
+	}
+	before := b.fx.hits()
+	rctx, cancel := context.WithTimeout(ctx, lim.Wall+30*time.Second)
+	out := b.rt.Run(rctx, isolate.Spec{Template: tmpl, Job: job})
+	cancel()
+	runEnd := bootTicks()
+	hits := b.fx.hits()
+	for k := range hits {
+		hits[k] -= before[k]
+	}
+	pid, _, _ := si.snapshot()
+	b.tally.add(p.ID, b.scan.scan(inv, si, runEnd), pid != 0)
+
+	res.Kind = string(out.Kind)
+	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits}
+	if out.Kind == isolate.KindOK {
+		canon, err := schema.CheckResult(out.Output)
+		if err != nil {
+			r, _ := fail("the answer was rejected by its schema: %v", err)
+			r.Kind = res.Kind
+			return r, out
+		}
+		res.Answer = string(canon)
+		dec := json.NewDecoder(bytes.NewReader(canon))
+		dec.UseNumber()
+		if err := dec.Decode(&c.answer); err != nil {
+			// Scalar answers (a bare boolean) decode into a wrapper.
+			c.answer = map[string]any{}
+		}
+	}
+	res.Status, res.Evidence = b.judge(p, c)
+	return res, out
+}
+
+// judge applies the probe's rule, with the shared handling of outcomes that
+// are not ok: a seccomp kill during an attack step blocks the attack; any
+// other failure is a FAIL with the runtime's detail.
+func (b *battery) judge(p Probe, c *probeCtx) (Status, string) {
+	out := c.out
+	if out.Kind == isolate.KindOK || p.exampleKind != "" {
+		return p.check(c)
+	}
+	if out.Kind == isolate.KindSeccompKill && slices.Contains([]string{"network", "filesystem", "privilege"}, p.Group) {
+		if c.lastStep() != "" {
+			return Pass, stepEvidence(c)
+		}
+		return Fail, "killed by seccomp before the first attack step: the probe could not run"
+	}
+	ev := fmt.Sprintf("outcome %s: %s", out.Kind, out.Detail)
+	if tail := stderrTail(out.Stderr); tail != "" {
+		ev += "; stderr: " + tail
+	}
+	return Fail, ev
+}
+
+// stderrTail is the last non-marker line of a probe's stderr.
+func stderrTail(b []byte) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !strings.HasPrefix(l, "AWF-STEP ") {
+			if len(l) > 160 {
+				l = l[:160] + "…"
+			}
+			return l
+		}
+	}
+	return ""
+}
+
+// filterResults runs the loaded-filter job and returns filter/loaded and
+// filter/denylist.
+func (b *battery) filterResults(ctx context.Context) []Result {
+	golden, gerr := b.pol.Table(b.arch)
+	if b.traits.filterNA != "" {
+		// Still run the job, so the runtime's leftovers are checked, but
+		// the host pid's filter is not the policy.
+		r, _ := b.runProbe(ctx, filterProbe, nil)
+		na := Result{ID: "filter/loaded", Group: "filter", Status: NotApplicable, Evidence: b.traits.filterNA, Kind: r.Kind, Millis: r.Millis}
+		if r.Status == Fail {
+			na.Status, na.Evidence = Fail, "the filter job failed: "+r.Evidence
+		}
+		dl := checkDenylist(golden, "golden")
+		if gerr != nil {
+			dl = Result{ID: "filter/denylist", Group: "filter", Status: Fail, Evidence: gerr.Error()}
+		}
+		return []Result{na, dl}
+	}
+	var fr filterRead
+	r, _ := b.runProbe(ctx, filterProbe, func(pid int) {
+		fr.progs, fr.err = readFilters(ctx, pid)
+		fr.done = true
+	})
+	if r.Status != Pass {
+		r.Evidence = "the filter job failed: " + r.Evidence
+		dl := Result{ID: "filter/denylist", Group: "filter", Status: Fail, Evidence: "no loaded filter to check"}
+		return []Result{r, dl}
+	}
+	fres, loaded, ok := compareFilter(fr, b.pol, b.arch)
+	fres.Kind, fres.Millis = r.Kind, r.Millis
+	if !ok {
+		dl := Result{ID: "filter/denylist", Group: "filter", Status: Fail, Evidence: "no decoded loaded filter to check"}
+		if fr.done && fr.err == nil && len(fr.progs) == 0 {
+			dl.Evidence = "no filter is loaded, so nothing is denied"
+		}
+		return []Result{fres, dl}
+	}
+	return []Result{fres, checkDenylist(loaded, "loaded")}
+}
+
+// seedUnchanged proves from the host that no probe changed the seed.
+func (b *battery) seedUnchanged() Result {
+	r := Result{ID: "fs/seed-unchanged", Group: "filesystem"}
+	d, err := treeDigest(b.fx.seed)
+	switch {
+	case err != nil:
+		r.Status, r.Evidence = Fail, fmt.Sprintf("cannot hash the seed: %v", err)
+	case d != b.fx.seedDigest:
+		r.Status, r.Evidence = Fail, "the seed on the host changed during the battery: writes to /query/repo reached it"
+	default:
+		r.Status, r.Evidence = Pass, fmt.Sprintf("the seed on the host is unchanged after %d sandboxes wrote to their view of it (sha256 %s…)", b.seq, d[:12])
+	}
+	return r
+}

@@ -1,0 +1,236 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/runtimes"
+)
+
+// Cell states of the runtime matrix.
+const (
+	// CellSupported means both runtimes are proven available on this host.
+	CellSupported = "supported"
+	// CellUnavailable means a runtime's host component is absent.
+	CellUnavailable = "unavailable"
+	// CellBlocked means a security preflight refuses the combination by
+	// design, whatever is installed.
+	CellBlocked = "blocked"
+)
+
+// AgentRuntimes are where the primary agent can run: as a process on the
+// host under awf run, or in a Docker, gVisor or sbx sandbox.
+var AgentRuntimes = []string{"host", "docker", "gvisor", "sbx"}
+
+// MatrixVersion is the version of the JSON matrix format.
+const MatrixVersion = 1
+
+// Availability is one runtime's state with its reason.
+type Availability struct {
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// Cell is one agent-runtime × query-runtime combination.
+type Cell struct {
+	Agent  string `json:"agent"`
+	Query  string `json:"query"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// Matrix is the availability of every combination on this host.
+type Matrix struct {
+	Version int                     `json:"version"`
+	Agents  map[string]Availability `json:"agents"`
+	Queries map[string]Availability `json:"queries"`
+	Cells   []Cell                  `json:"cells"`
+}
+
+// MatrixOptions control BuildMatrix.
+type MatrixOptions struct {
+	// Host is the host configuration the query runtimes are probed with;
+	// RunID and StateDir are filled in.
+	Host isolate.HostConfig
+	// Open opens a query runtime (nil = runtimes.Open).
+	Open func(name string, h isolate.HostConfig) (isolate.Runtime, error)
+	// Agent, when set, replaces the agent-runtime probe (for tests).
+	Agent func(ctx context.Context, name string) Availability
+}
+
+// BuildMatrix probes every agent and query runtime once and evaluates all
+// combinations independently. It never runs a job.
+func BuildMatrix(ctx context.Context, o MatrixOptions) *Matrix {
+	if o.Open == nil {
+		o.Open = runtimes.Open
+	}
+	if o.Agent == nil {
+		o.Agent = func(ctx context.Context, name string) Availability {
+			return agentAvailability(ctx, name, o.Host.DockerSocket)
+		}
+	}
+	m := &Matrix{Version: MatrixVersion, Agents: map[string]Availability{}, Queries: map[string]Availability{}}
+	for _, a := range AgentRuntimes {
+		m.Agents[a] = o.Agent(ctx, a)
+	}
+	for _, q := range runtimes.Names {
+		m.Queries[q] = queryAvailability(ctx, q, o)
+	}
+	for _, a := range AgentRuntimes {
+		for _, q := range runtimes.Names {
+			m.Cells = append(m.Cells, combine(a, q, m.Agents[a], m.Queries[q]))
+		}
+	}
+	return m
+}
+
+// combine decides one cell. A blocked side blocks the cell; otherwise an
+// unavailable side makes it unavailable. Nothing ever falls back.
+func combine(agent, query string, a, q Availability) Cell {
+	c := Cell{Agent: agent, Query: query}
+	switch {
+	case q.State == CellBlocked:
+		c.State, c.Reason = CellBlocked, "query runtime "+query+": "+q.Reason
+	case a.State == CellBlocked:
+		c.State, c.Reason = CellBlocked, "agent runtime "+agent+": "+a.Reason
+	case a.State == CellUnavailable:
+		c.State, c.Reason = CellUnavailable, "agent runtime "+agent+": "+a.Reason
+	case q.State == CellUnavailable:
+		c.State, c.Reason = CellUnavailable, "query runtime "+query+": "+q.Reason
+	default:
+		c.State, c.Reason = CellSupported, fmt.Sprintf("agent: %s; query: %s", a.Reason, q.Reason)
+	}
+	return c
+}
+
+// queryAvailability opens and probes one query runtime in a scratch state
+// directory. sbx is always blocked.
+func queryAvailability(ctx context.Context, name string, o MatrixOptions) Availability {
+	tr := traitsFor(name)
+	if len(tr.missing) > 0 {
+		return Availability{CellBlocked, "missing controls: " + strings.Join(tr.missing, ", ")}
+	}
+	dir, err := os.MkdirTemp("", "awf-matrix-")
+	if err != nil {
+		return Availability{CellUnavailable, fmt.Sprintf("state directory: %v", err)}
+	}
+	defer os.RemoveAll(dir)
+	h := o.Host
+	h.RunID = "matrix-" + randHex(8)
+	h.StateDir = dir
+	rt, err := o.Open(name, h)
+	if err != nil {
+		return Availability{CellUnavailable, err.Error()}
+	}
+	defer rt.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := rt.Probe(pctx); err != nil {
+		return Availability{CellUnavailable, err.Error()}
+	}
+	return Availability{CellSupported, "probe passed"}
+}
+
+// agentAvailability checks where a primary agent can run.
+func agentAvailability(ctx context.Context, name, sock string) Availability {
+	if sock == "" {
+		sock = DefaultDockerSocket
+	}
+	switch name {
+	case "host":
+		return Availability{CellSupported, "a host process under awf run, reaching the broker through its Unix socket"}
+	case "docker", "gvisor":
+		info, err := dockerInfo(ctx, sock)
+		if err != nil {
+			return Availability{CellUnavailable, fmt.Sprintf("no Docker Engine at %s: %v", sock, err)}
+		}
+		if name == "gvisor" && !slices.Contains(info.Runtimes, "runsc") {
+			return Availability{CellUnavailable, fmt.Sprintf("runsc is not registered with Docker Engine %s", info.Version)}
+		}
+		return Availability{CellSupported, "Docker Engine " + info.Version}
+	case "sbx":
+		if _, err := exec.LookPath("sbx"); err != nil {
+			return Availability{CellUnavailable, "the sbx CLI is not installed"}
+		}
+		return Availability{CellBlocked, "no proven ingress from an sbx microVM to the broker (Unix passthrough or authenticated loopback)"}
+	}
+	return Availability{CellUnavailable, "unknown agent runtime"}
+}
+
+// Cell returns the cell for agent/query, or false.
+func (m *Matrix) Cell(agent, query string) (Cell, bool) {
+	for _, c := range m.Cells {
+		if c.Agent == agent && c.Query == query {
+			return c, true
+		}
+	}
+	return Cell{}, false
+}
+
+// ParsePair splits "AGENT/QUERY" and checks both names.
+func ParsePair(s string) (agent, query string, err error) {
+	agent, query, ok := strings.Cut(s, "/")
+	if !ok || !slices.Contains(AgentRuntimes, agent) || !slices.Contains(runtimes.Names, query) {
+		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes, runtimes.Names)
+	}
+	return agent, query, nil
+}
+
+// Unmet lists the required pairs whose cell is not supported, with reasons.
+func (m *Matrix) Unmet(required []string) []string {
+	var out []string
+	for _, r := range required {
+		a, q, err := ParsePair(r)
+		if err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		if c, _ := m.Cell(a, q); c.State != CellSupported {
+			out = append(out, fmt.Sprintf("%s/%s is %s: %s", a, q, c.State, c.Reason))
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the versioned JSON matrix.
+func (m *Matrix) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		return fmt.Errorf("matrix: write: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the grid, then one line per cell with its reason.
+func (m *Matrix) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "AGENT \\ QUERY\t%s\n", strings.Join(runtimes.Names, "\t"))
+	for _, a := range AgentRuntimes {
+		row := []string{a}
+		for _, q := range runtimes.Names {
+			c, _ := m.Cell(a, q)
+			row = append(row, c.State)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "CELL\tSTATE\tREASON\n")
+	for _, c := range m.Cells {
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\n", c.Agent, c.Query, c.State, oneLine(c.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("matrix: write: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package verify
+
+// errnoVocab is the finite vocabulary of outcomes a probe step reports: "ok"
+// when the call succeeded (the attack worked), an errno name when it
+// failed, or "other".
+var errnoVocab = []string{
+	"ok", "EPERM", "EACCES", "EROFS", "ENOENT", "ENOSYS", "EINVAL", "ENOSPC", "EFBIG",
+	"EMFILE", "ENFILE", "EAGAIN", "ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH",
+	"EADDRNOTAVAIL", "EAFNOSUPPORT", "EPROTONOSUPPORT", "ESOCKTNOSUPPORT", "EOPNOTSUPP",
+	"EXDEV", "EBADF", "ENOTDIR", "EISDIR", "EEXIST", "ETIMEDOUT", "EBUSY", "ENODEV", "ENXIO",
+	"ENOMEM", "ELOOP", "EFAULT", "ESRCH", "ENOTTY", "ECONNRESET", "EIO", "ENOTCONN",
+	"ENOTSUP", "ESPIPE", "EDQUOT", "other",
+}
+
+// prelude is prepended to every probe script. It is standard library only
+// and runs under /usr/bin/python3 -I -S -B as uid 65534.
+//
+// step() writes a marker line to stderr just before an attack so that a
+// seccomp kill can be attributed to the attacked call and not to some
+// earlier step. answer() writes the finite answer to the output file.
+const prelude = `import os, sys, json, errno
+QUERY = <% .Query | py %>
+REPO = <% .Repo | py %>
+OUT = <% .Out | py %>
+KNOWN = set(<% .Errnos | py %>)
+
+def ename(code):
+    n = errno.errorcode.get(code or 0, "")
+    return n if n in KNOWN else "other"
+
+def oserr(e):
+    return ename(getattr(e, "errno", 0))
+
+def step(name):
+    sys.stderr.write("AWF-STEP " + name + "\n")
+    sys.stderr.flush()
+
+def answer(obj):
+    with open(OUT, "w") as f:
+        json.dump(obj, f, separators=(",", ":"))
+
+def attempt(name, fn):
+    step(name)
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return oserr(e)
+
+_libc = None
+def libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+NR = {
+    "x86_64": {"unshare": 272, "setns": 308, "mount": 165, "chroot": 161, "ptrace": 101,
+               "bpf": 321, "add_key": 248, "keyctl": 250, "userfaultfd": 323,
+               "perf_event_open": 298, "io_uring_setup": 425, "clone": 56, "clone3": 435,
+               "getpid": 39, "memfd_create": 319, "pidfd_open": 434, "open_by_handle_at": 304,
+               "kexec_load": 246, "init_module": 175, "reboot": 169, "swapon": 167,
+               "syslog": 103, "process_vm_readv": 310, "mknodat": 259, "fsopen": 430,
+               "open_tree": 428, "setuid": 105},
+    "aarch64": {"unshare": 97, "setns": 268, "mount": 40, "chroot": 51, "ptrace": 117,
+                "bpf": 280, "add_key": 217, "keyctl": 219, "userfaultfd": 282,
+                "perf_event_open": 241, "io_uring_setup": 425, "clone": 220, "clone3": 435,
+                "getpid": 172, "memfd_create": 279, "pidfd_open": 434, "open_by_handle_at": 265,
+                "kexec_load": 104, "init_module": 105, "reboot": 142, "swapon": 224,
+                "syslog": 116, "process_vm_readv": 270, "mknodat": 33, "fsopen": 430,
+                "open_tree": 428, "setuid": 146},
+}.get(os.uname().machine, {})
+
+def sysc(name, *args):
+    """Make a raw system call; return ("ok", value) or (errno name, -1)."""
+    import ctypes
+    step(name)
+    if name not in NR:
+        return ("other", -1)
+    conv = [a if not isinstance(a, int) else ctypes.c_long(a) for a in args]
+    r = libc().syscall(ctypes.c_long(NR[name]), *conv)
+    if r == -1:
+        return (ename(ctypes.get_errno()), -1)
+    return ("ok", r)
+
+def walk_names(top, skip=("/proc", "/sys", "/dev")):
+    """Yield every path under top, without following links, skipping pseudo filesystems."""
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                p = os.path.join(d, e.name)
+                yield p, e
+                try:
+                    if e.is_dir(follow_symlinks=False) and p not in skip:
+                        stack.append(p)
+                except OSError:
+                    pass
+`

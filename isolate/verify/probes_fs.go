@@ -1,0 +1,325 @@
+package verify
+
+import (
+	"fmt"
+)
+
+// filesystemProbes try to write outside the writable areas and to read
+// anything of the host, of other seeds or of earlier invocations.
+func filesystemProbes() []Probe {
+	writeProbe := func(id, title string, paths ...string) Probe {
+		body := "res = {}\n"
+		var fields []string
+		for i, p := range paths {
+			f := fmt.Sprintf("w%d", i)
+			fields = append(fields, f)
+			body += fmt.Sprintf("def f%d():\n    fd = os.open(%q, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n    os.close(fd)\nres[%q] = attempt(%q, f%d)\n", i, p, f, f, i)
+		}
+		body += "answer(res)\n"
+		return Probe{
+			ID: id, Group: "filesystem", Title: title,
+			OnFail:  "The script can change the shared root filesystem, which every later sandbox runs on.",
+			body:    body,
+			schema:  errnoFields(fields...),
+			check:   checkPaths(paths, checkAllBlocked(fields...)),
+			example: errnoExample(fields, "EROFS"),
+		}
+	}
+	return []Probe{
+		writeProbe("fs/write-root", "Creates a file in /.", "/awf-verify-probe"),
+		writeProbe("fs/write-etc", "Creates /etc/awf-verify-probe and opens /etc/passwd for writing.", "/etc/awf-verify-probe", "/etc/passwd"),
+		writeProbe("fs/write-usr", "Creates a file in /usr/bin and opens the interpreter for writing.", "/usr/bin/awf-verify-probe", "/usr/bin/python3"),
+		writeProbe("fs/write-script", "Opens the query script for writing.", "/awf/query-script.py"),
+		{
+			ID: "fs/host-paths", Group: "filesystem",
+			Title:  "Looks for host-only paths: files that exist on the host but not in the root filesystem, and verify's own work directory.",
+			OnFail: "Host files are visible in the sandbox.",
+			body: `paths = <% .HostOnly | py %>
+seen = [i for i, p in enumerate(paths) if os.path.lexists(p)]
+answer({"visible": len(seen), "first": seen[0] if seen else -1})
+`,
+			schema: sObj("visible", sInt(0, 64), "first", sInt(-1, 63)),
+			check: func(c *probeCtx) (Status, string) {
+				if n := c.num("visible"); n > 0 {
+					first := c.num("first")
+					name := "?"
+					if hp := c.fx.hostOnlyPaths(); first >= 0 && int(first) < len(hp) {
+						name = hp[first]
+					}
+					return Fail, fmt.Sprintf("%d host-only paths are visible, first %s", n, name)
+				}
+				return Pass, fmt.Sprintf("none of %d host-only paths is visible", len(c.fx.hostOnlyPaths()))
+			},
+			example: `{"visible":0,"first":-1}`,
+		},
+		{
+			ID: "fs/proc-kcore", Group: "filesystem",
+			Title:  "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
+			OnFail: "Kernel memory or logs are readable from the sandbox.",
+			body: `def rd(p):
+    def f():
+        with open(p, "rb") as fh:
+            if not fh.read(16):
+                raise OSError(errno.ENOENT, "empty")
+    return f
+answer({"kcore": attempt("kcore", rd("/proc/kcore")), "kmsg": attempt("kmsg", rd("/proc/kmsg")),
+        "timer_list": attempt("timer_list", rd("/proc/timer_list"))})
+`,
+			schema:  errnoFields("kcore", "kmsg", "timer_list"),
+			check:   checkAllBlocked("kcore", "kmsg", "timer_list"),
+			example: `{"kcore":"EACCES","kmsg":"EACCES","timer_list":"EACCES"}`,
+		},
+		{
+			ID: "fs/proc-sys-write", Group: "filesystem",
+			Title:  "Opens /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and /proc/sysrq-trigger for writing.",
+			OnFail: "The sandbox can change kernel settings or trigger sysrq actions.",
+			body: `def wr(p):
+    def f():
+        fd = os.open(p, os.O_WRONLY)
+        os.close(fd)
+    return f
+answer({"hostname": attempt("hostname", wr("/proc/sys/kernel/hostname")),
+        "drop_caches": attempt("drop_caches", wr("/proc/sys/vm/drop_caches")),
+        "sysrq": attempt("sysrq", wr("/proc/sysrq-trigger"))})
+`,
+			schema:  errnoFields("hostname", "drop_caches", "sysrq"),
+			check:   checkAllBlocked("hostname", "drop_caches", "sysrq"),
+			example: `{"hostname":"EROFS","drop_caches":"EROFS","sysrq":"EROFS"}`,
+		},
+		{
+			ID: "fs/sys", Group: "filesystem",
+			Title:  "Writes under /sys, creates a cgroup under /sys/fs/cgroup, and lists /sys/firmware.",
+			OnFail: "The sandbox can change host settings through sysfs or cgroupfs, or read firmware tables.",
+			body: `def wr(p):
+    def f():
+        fd = os.open(p, os.O_WRONLY)
+        os.close(fd)
+    return f
+def firmware():
+    if not os.listdir("/sys/firmware"):
+        raise OSError(errno.ENOENT, "empty")
+answer({"thp": attempt("thp", wr("/sys/kernel/mm/transparent_hugepage/enabled")),
+        "cgroup": attempt("cgroup", lambda: os.mkdir("/sys/fs/cgroup/awf-verify-probe")),
+        "firmware": attempt("firmware", firmware)})
+`,
+			schema:  errnoFields("thp", "cgroup", "firmware"),
+			check:   checkAllBlocked("thp", "cgroup", "firmware"),
+			example: `{"thp":"EROFS","cgroup":"ENOENT","firmware":"ENOENT"}`,
+		},
+		{
+			ID: "fs/writable-mounts", Group: "filesystem",
+			Title:  "Tries to create a file in every directory and mount point outside /query, /tmp, /dev/shm, /proc and /sys.",
+			OnFail: "A directory outside the writable areas accepts new files.",
+			body: `allowed = (QUERY, "/tmp", "/dev/shm", "/dev/mqueue", "/proc", "/sys")
+def under(p, roots):
+    return any(p == r or p.startswith(r + "/") for r in roots)
+dirs = {"/"}
+for top in os.listdir("/"):
+    p = "/" + top
+    if os.path.isdir(p) and not os.path.islink(p) and not under(p, allowed):
+        dirs.add(p)
+        for p2, e in walk_names(p, skip=()):
+            if e.is_dir(follow_symlinks=False) and not under(p2, allowed):
+                dirs.add(p2)
+try:
+    with open("/proc/self/mountinfo") as f:
+        for l in f:
+            mp = l.split()[4]
+            if not under(mp, allowed) and os.path.isdir(mp):
+                dirs.add(mp)
+except OSError:
+    pass
+tops = ["/", "/etc", "/usr", "/lib", "/lib64", "/dev", "/awf", "/var", "/run", "/home", "/root"]
+writable = []
+for d in sorted(dirs):
+    p = os.path.join(d, ".awf-verify-probe")
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(p)
+        writable.append(d)
+    except OSError:
+        pass
+first = "none"
+if writable:
+    t = "/" + writable[0].split("/")[1] if writable[0] != "/" else "/"
+    first = t if t in tops else "other"
+answer({"checked": min(len(dirs), 4096), "writable": min(len(writable), 64), "first": first})
+`,
+			schema: sObj("checked", sInt(0, 4096), "writable", sInt(0, 64), "first", sEnum("none", "/", "/etc", "/usr", "/lib", "/lib64", "/dev", "/awf", "/var", "/run", "/home", "/root", "other")),
+			check: func(c *probeCtx) (Status, string) {
+				if n := c.num("writable"); n > 0 {
+					return Fail, fmt.Sprintf("%d directories outside the writable areas accept new files (first under %s)", n, c.str("first"))
+				}
+				return Pass, fmt.Sprintf("none of %d directories and mount points outside /query, /tmp and /dev/shm accepts a new file", c.num("checked"))
+			},
+			example: `{"checked":120,"writable":0,"first":"none"}`,
+		},
+		{
+			ID: "fs/mountinfo", Group: "filesystem",
+			Title:  "Reads /proc/self/mountinfo and looks for other seeds, the sibling directory and host paths in it.",
+			OnFail: "The mount table reveals other repositories or host layout to the script.",
+			body: `text = ""
+try:
+    with open("/proc/self/mountinfo") as f:
+        text = f.read()
+except OSError:
+    pass
+prefixes = <% .HostPrefixes | py %>
+lines = text.splitlines()
+answer({"mounts": min(len(lines), 64),
+        "other_seed": <% .OtherMarker | py %> in text,
+        "sibling": <% .SiblingMarker | py %> in text,
+        "host_paths": min(sum(1 for l in lines if any(p in l for p in prefixes)), 64)})
+`,
+			schema: sObj("mounts", sInt(0, 64), "other_seed", sBool, "sibling", sBool, "host_paths", sInt(0, 64)),
+			check: func(c *probeCtx) (Status, string) {
+				if c.flag("other_seed") || c.flag("sibling") {
+					return Fail, fmt.Sprintf("mountinfo names another seed (%v) or the sibling directory (%v)", c.flag("other_seed"), c.flag("sibling"))
+				}
+				if n := c.num("host_paths"); n > 0 {
+					return Warn, fmt.Sprintf("%d of %d mountinfo lines show host paths of the root filesystem, seed or scratch directories (known: bind and overlay sources are visible); keep those paths free of secrets", n, c.num("mounts"))
+				}
+				return Pass, fmt.Sprintf("%d mounts; no host path, other seed or sibling is named", c.num("mounts"))
+			},
+			example: `{"mounts":14,"other_seed":false,"sibling":false,"host_paths":0}`,
+		},
+		{
+			ID: "fs/seed-parent", Group: "filesystem",
+			Title:  "Climbs out of /query/repo (.., ../.., absolute guesses) and searches the whole tree for a file that sits beside the seed on the host.",
+			OnFail: "The seed's host directory, or its neighbours, are reachable.",
+			body: `name = <% .SiblingMarker | py %>
+found = False
+for p in (os.path.join(REPO, "..", name), os.path.join(REPO, "..", "..", name), "/" + name):
+    found = found or os.path.lexists(p)
+walked = 0
+for p, e in walk_names("/"):
+    walked += 1
+    if e.name in (name, <% .SiblingDir | py %>):
+        found = True
+answer({"found": found, "walked": min(walked, 100000), "parent_is_query": os.path.realpath(os.path.join(REPO, "..")) == QUERY})
+`,
+			schema: sObj("found", sBool, "walked", sInt(0, 100000), "parent_is_query", sBool),
+			check: func(c *probeCtx) (Status, string) {
+				if c.flag("found") {
+					return Fail, "a file beside the seed on the host is reachable from the sandbox"
+				}
+				if !c.flag("parent_is_query") {
+					return Fail, "/query/repo/.. is not /query: the view's parent is not the sandbox's own tmpfs"
+				}
+				return Pass, fmt.Sprintf("no neighbour of the seed among %d paths; /query/repo/.. is /query", c.num("walked"))
+			},
+			example: `{"found":false,"walked":1500,"parent_is_query":true}`,
+		},
+		{
+			ID: "fs/other-seeds", Group: "filesystem",
+			Title:  "Searches the whole tree for a file of another staged seed.",
+			OnFail: "The sandbox sees a repository other than the one it was given.",
+			body: `name = <% .OtherMarker | py %>
+found = any(e.name == name for p, e in walk_names("/"))
+answer({"found": found})
+`,
+			schema:  sObj("found", sBool),
+			check:   checkEqual(map[string]any{"found": false}),
+			example: `{"found":false}`,
+		},
+		{
+			ID: "fs/earlier-invocations", Group: "filesystem",
+			Title:  "Looks for the files ctl/plant left in /query, /query/repo, /tmp and /dev/shm in an earlier sandbox.",
+			OnFail: "State survives between invocations: one query can pass data to the next.",
+			body: `tok = <% .PlantToken | py %>
+found = any(e.name == tok for p, e in walk_names("/"))
+for d in (QUERY, REPO, "/tmp", "/dev/shm"):
+    found = found or os.path.lexists(os.path.join(d, tok))
+answer({"found": found})
+`,
+			schema:  sObj("found", sBool),
+			check:   checkEqual(map[string]any{"found": false}),
+			example: `{"found":false}`,
+		},
+		{
+			ID: "fs/dev", Group: "filesystem",
+			Title:  "Looks for device nodes beyond null, zero, full, random, urandom and tty, and opens /dev/mem.",
+			OnFail: "Raw devices are reachable from the sandbox.",
+			body: `import stat
+ok = {"null", "zero", "full", "random", "urandom", "tty", "console", "ptmx"}
+named = <% .DevNames | py %>
+extra, first = 0, "none"
+for p, e in sorted(walk_names("/dev", skip=())):
+    try:
+        m = os.lstat(p).st_mode
+    except OSError:
+        continue
+    if (stat.S_ISCHR(m) or stat.S_ISBLK(m)) and e.name not in ok and not p.startswith("/dev/pts/"):
+        extra += 1
+        if first == "none":
+            first = p[5:] if p[5:] in named else "other"
+def mem():
+    with open("/dev/mem", "rb") as f:
+        f.read(1)
+answer({"extra_nodes": min(extra, 64), "first": first, "mem": attempt("mem", mem)})
+`,
+			schema: sObj("extra_nodes", sInt(0, 64), "first", sEnum(append([]string{"none", "other"}, devNames...)...), "mem", sErrno),
+			check: func(c *probeCtx) (Status, string) {
+				if n := c.num("extra_nodes"); n > 0 || !blocked(c.str("mem")) {
+					return Fail, fmt.Sprintf("%d unexpected device nodes (first /dev/%s); /dev/mem: %s", n, c.str("first"), c.str("mem"))
+				}
+				return Pass, "only the standard character devices; /dev/mem: " + c.str("mem")
+			},
+			example: `{"extra_nodes":0,"first":"none","mem":"ENOENT"}`,
+		},
+		{
+			ID: "fs/tmp-noexec", Group: "filesystem",
+			Title:  "Copies the interpreter into /tmp and tries to execute the copy.",
+			OnFail: "Scripts can drop and run their own binaries from /tmp.",
+			body: `import shutil
+dst = "/tmp/awf-verify-exec"
+copy = attempt("copy", lambda: shutil.copyfile("/usr/bin/python3", dst))
+chmod = attempt("chmod", lambda: os.chmod(dst, 0o755)) if copy == "ok" else "other"
+res = {"copy": copy, "chmod": chmod, "exec": "other"}
+if copy == "ok":
+    code = "import json; json.dump(" + json.dumps(dict(res, exec="ok")) + ", open(" + repr(OUT) + ", 'w'), separators=(',', ':'))"
+    res["exec"] = attempt("exec", lambda: os.execv(dst, [dst, "-I", "-S", "-c", code]))
+answer(res)
+`,
+			schema:  errnoFields("copy", "chmod", "exec"),
+			check:   checkAllBlocked("exec"),
+			example: `{"copy":"ok","chmod":"ok","exec":"EACCES"}`,
+		},
+	}
+}
+
+// checkPaths wraps a check so that its evidence names the paths tried.
+func checkPaths(paths []string, inner func(c *probeCtx) (Status, string)) func(c *probeCtx) (Status, string) {
+	return func(c *probeCtx) (Status, string) {
+		s, e := inner(c)
+		return s, fmt.Sprintf("%s (paths %v)", e, paths)
+	}
+}
+
+// errnoExample builds an example answer with every field set to v.
+func errnoExample(fields []string, v string) string {
+	var kv []string
+	for _, f := range fields {
+		kv = append(kv, fmt.Sprintf("%q:%q", f, v))
+	}
+	return "{" + joinComma(kv) + "}"
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
+
+// devNames are device nodes fs/dev names in its evidence.
+var devNames = []string{
+	"mem", "kmem", "port", "kmsg", "fuse", "net/tun", "kvm", "vhost-net", "vhost-vsock", "vsock",
+	"loop0", "loop-control", "sda", "vda", "nvme0", "nvme0n1", "sr0", "mapper/control", "dri/card0",
+	"userfaultfd", "btrfs-control", "cpu_dma_latency", "hpet", "rtc0", "watchdog", "mqueue", "shm",
+}

@@ -1,0 +1,236 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+)
+
+// networkProbes try to reach anything outside the sandbox's own, empty
+// network namespace.
+func networkProbes() []Probe {
+	socketFamily := func(id, title, call string) Probe {
+		return Probe{
+			ID: id, Group: "network", Title: title,
+			OnFail:  "The sandbox can open this socket family: kernel attack surface, and a channel if the family reaches outside.",
+			body:    "import socket\ndef f():\n    s = " + call + "\n    s.close()\nanswer({\"socket\": attempt(\"socket\", f)})\n",
+			schema:  errnoFields("socket"),
+			check:   checkAllBlocked("socket"),
+			example: `{"socket":"EPERM"}`,
+		}
+	}
+	return []Probe{
+		{
+			ID: "net/interfaces", Group: "network",
+			Title:  "Lists the network interfaces in /proc/net/dev: only lo may exist.",
+			OnFail: "The sandbox shares a network namespace with the host or another container.",
+			body: `names = []
+state = "unreadable"
+try:
+    with open("/proc/net/dev") as f:
+        lines = f.read().splitlines()[2:]
+    names = sorted(l.split(":")[0].strip() for l in lines if ":" in l)
+    state = "none" if not names else ("lo-only" if names == ["lo"] else "other")
+except OSError:
+    pass
+answer({"state": state, "count": min(len(names), 64)})
+`,
+			schema: sObj("state", sEnum("lo-only", "none", "other", "unreadable"), "count", sInt(0, 64)),
+			check: func(c *probeCtx) (Status, string) {
+				if c.str("state") == "other" {
+					return Fail, fmt.Sprintf("%d interfaces besides lo are visible: the host network namespace is shared", c.num("count"))
+				}
+				return Pass, "interfaces: " + c.str("state")
+			},
+			example: `{"state":"lo-only","count":1}`,
+		},
+		{
+			ID: "net/routes", Group: "network",
+			Title:  "Counts the usable routes in /proc/net/route and /proc/net/ipv6_route: none may leave through a device other than lo.",
+			OnFail: "The sandbox has a route out: it shares or was given a network.",
+			body: `def count(p, skip, dev, flags):
+    n = 0
+    try:
+        with open(p) as f:
+            for l in f.read().splitlines()[skip:]:
+                c = l.split()
+                if len(c) > max(dev, flags) and c[dev] != "lo" and not int(c[flags], 16) & 0x0200:
+                    n += 1
+    except OSError:
+        pass
+    return min(n, 64)
+answer({"v4": count("/proc/net/route", 1, 0, 3), "v6": count("/proc/net/ipv6_route", 0, 9, 8)})
+`,
+			schema:  sObj("v4", sInt(0, 64), "v6", sInt(0, 64)),
+			check:   checkEqual(map[string]any{"v4": int64(0), "v6": int64(0)}),
+			example: `{"v4":0,"v6":0}`,
+		},
+		{
+			ID: "net/tcp-host", Group: "network",
+			Title:  "Opens an AF_INET socket and connects to a listener verify runs on the host's 127.0.0.1.",
+			OnFail: "The sandbox reached a host service over TCP: no network isolation.",
+			body: `import socket
+res = {"socket": "ok", "connect": "other"}
+try:
+    step("socket")
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    res["connect"] = attempt("connect", lambda: s.connect(("127.0.0.1", <% .TCP4Port %>)))
+except OSError as e:
+    res["socket"] = oserr(e)
+    res["connect"] = "other"
+answer(res)
+`,
+			schema:  errnoFields("socket", "connect"),
+			check:   checkListener("tcp4", "socket", "connect"),
+			example: `{"socket":"EPERM","connect":"other"}`,
+		},
+		{
+			ID: "net/tcp6-host", Group: "network",
+			Title:  "Opens an AF_INET6 socket and connects to the host's [::1] (to verify's listener when the host has IPv6 loopback).",
+			OnFail: "The sandbox reached a host service over IPv6: no network isolation.",
+			body: `import socket
+res = {"socket": "ok", "connect": "other"}
+try:
+    step("socket")
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.settimeout(2)
+    res["connect"] = attempt("connect", lambda: s.connect(("::1", <% .TCP6Port %>)))
+except OSError as e:
+    res["socket"] = oserr(e)
+    res["connect"] = "other"
+answer(res)
+`,
+			schema:  errnoFields("socket", "connect"),
+			check:   checkListener("tcp6", "socket", "connect"),
+			example: `{"socket":"EPERM","connect":"other"}`,
+		},
+		{
+			ID: "net/udp-host", Group: "network",
+			Title:  "Sends a UDP datagram to a responder verify runs on the host's 127.0.0.1 and waits for the reply.",
+			OnFail: "The sandbox exchanged datagrams with the host: no network isolation.",
+			body: `import socket
+res = {"socket": "ok", "send": "other", "reply": False}
+try:
+    step("socket")
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1)
+    res["send"] = attempt("send", lambda: s.sendto(b"awf-verify-ping", ("127.0.0.1", <% .UDPPort %>)))
+    if res["send"] == "ok":
+        try:
+            res["reply"] = s.recvfrom(64)[0] == b"awf-verify-pong"
+        except OSError:
+            pass
+except OSError as e:
+    res["socket"] = oserr(e)
+answer(res)
+`,
+			schema: sObj("socket", sErrno, "send", sErrno, "reply", sBool),
+			check: func(c *probeCtx) (Status, string) {
+				if c.flag("reply") || c.hits["udp"] > 0 {
+					return Fail, fmt.Sprintf("a datagram crossed to the host (host saw %d, reply received %v)", c.hits["udp"], c.flag("reply"))
+				}
+				return Pass, fmt.Sprintf("no datagram reached the host: socket=%s send=%s", c.str("socket"), c.str("send"))
+			},
+			example: `{"socket":"EPERM","send":"other","reply":false}`,
+		},
+		{
+			ID: "net/dns", Group: "network",
+			Title:  "Reads /etc/resolv.conf and sends a DNS query to a resolver verify runs on the host's loopback.",
+			OnFail: "The sandbox can resolve names through the host: DNS is an exfiltration channel.",
+			body: `import socket, struct
+conf = "absent"
+try:
+    with open("/etc/resolv.conf") as f:
+        ns = [l.split()[1] for l in f if l.startswith("nameserver") and len(l.split()) > 1]
+    conf = "none" if not ns else ("loopback" if all(n.startswith("127.") or n == "::1" for n in ns) else "network")
+except FileNotFoundError:
+    pass
+except OSError:
+    conf = "unreadable"
+q = struct.pack(">HHHHHH", 0x4157, 0x0100, 1, 0, 0, 0)
+for label in (b"awf-verify", b"invalid"):
+    q += bytes([len(label)]) + label
+q += b"\x00" + struct.pack(">HH", 1, 1)
+res = "other"
+try:
+    step("socket")
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1)
+    step("query")
+    s.sendto(q, ("127.0.0.1", <% .DNSPort %>))
+    r = s.recvfrom(512)[0]
+    res = "answered" if r[:2] == q[:2] else "garbled"
+except socket.timeout:
+    res = "ETIMEDOUT"
+except OSError as e:
+    res = oserr(e)
+answer({"resolv_conf": conf, "query": res if res in KNOWN or res in ("answered", "garbled") else "other"})
+`,
+			schema: sObj("resolv_conf", sEnum("absent", "none", "loopback", "network", "unreadable"), "query", sEnum(append([]string{"answered", "garbled"}, errnoVocab...)...)),
+			check: func(c *probeCtx) (Status, string) {
+				if oneOf(c.str("query"), "answered", "garbled") || c.hits["dns"] > 0 {
+					return Fail, fmt.Sprintf("a DNS query reached the host resolver (host saw %d, answer %s)", c.hits["dns"], c.str("query"))
+				}
+				if c.str("resolv_conf") == "network" {
+					return Warn, "no DNS query got out, but the root filesystem names a network resolver in /etc/resolv.conf"
+				}
+				return Pass, fmt.Sprintf("no DNS query got out (query=%s, resolv.conf %s)", c.str("query"), c.str("resolv_conf"))
+			},
+			example: `{"resolv_conf":"absent","query":"EPERM"}`,
+		},
+		{
+			ID: "net/abstract-unix", Group: "network",
+			Title:  "Connects to an abstract Unix socket verify listens on in the host's network namespace.",
+			OnFail: "Abstract Unix sockets are shared with the host: any host service on one is reachable.",
+			body: `import socket
+res = {"socket": "ok", "connect": "other"}
+try:
+    step("socket")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    res["connect"] = attempt("connect", lambda: s.connect("\0" + <% .Abstract | py %>))
+except OSError as e:
+    res["socket"] = oserr(e)
+answer(res)
+`,
+			schema:  errnoFields("socket", "connect"),
+			check:   checkListener("abstract", "socket", "connect"),
+			example: `{"socket":"EPERM","connect":"other"}`,
+		},
+		{
+			ID: "net/engine-sockets", Group: "network",
+			Title:  "Looks for container-engine and awf sockets (docker.sock, containerd, podman, the broker socket).",
+			OnFail: "A root-equivalent or broker socket is visible inside the sandbox.",
+			body: `paths = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+         "/run/podman/podman.sock", "/var/run/crio/crio.sock", "/run/awf", "/var/run/awf",
+         "/run/buildkit/buildkitd.sock", "/run/systemd/private", "/run/dbus/system_bus_socket"]
+seen = [p for p in paths if os.path.lexists(p)]
+answer({"visible": len(seen)})
+`,
+			schema:  sObj("visible", sInt(0, 16)),
+			check:   checkEqual(map[string]any{"visible": int64(0)}),
+			example: `{"visible":0}`,
+		},
+		socketFamily("net/socket-netlink", "Opens an AF_NETLINK (NETLINK_ROUTE) socket.", "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)"),
+		socketFamily("net/socket-packet", "Opens an AF_PACKET raw socket.", "socket.socket(17, socket.SOCK_RAW, 0)"),
+		socketFamily("net/socket-raw", "Opens an AF_INET raw ICMP socket.", "socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)"),
+		socketFamily("net/socket-vsock", "Opens an AF_VSOCK socket (host and sibling-VM channel).", "socket.socket(40, socket.SOCK_STREAM, 0)"),
+		socketFamily("net/socket-alg", "Opens an AF_ALG socket (kernel crypto API).", "socket.socket(38, socket.SOCK_SEQPACKET, 0)"),
+		socketFamily("net/socket-key", "Opens an AF_KEY socket (IPsec key management).", "socket.socket(15, socket.SOCK_RAW, 2)"),
+	}
+}
+
+// checkListener passes when the socket or the connect failed and the host
+// listener saw nothing during the probe.
+func checkListener(name string, fields ...string) func(c *probeCtx) (Status, string) {
+	return func(c *probeCtx) (Status, string) {
+		var how []string
+		for _, f := range fields {
+			how = append(how, f+"="+c.str(f))
+		}
+		if c.hits[name] > 0 || c.str(fields[len(fields)-1]) == "ok" {
+			return Fail, fmt.Sprintf("connected to the host listener (%s; host saw %d connections)", strings.Join(how, " "), c.hits[name])
+		}
+		return Pass, "no connection reached the host: " + strings.Join(how, " ")
+	}
+}

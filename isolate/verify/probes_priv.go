@@ -1,0 +1,366 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+)
+
+// deniedErrnos are the errors that mean a call was stopped before it did
+// anything: by the seccomp filter or by the kernel's own permission check.
+var deniedErrnos = []string{"EPERM", "EACCES", "ENOSYS"}
+
+// checkDenied passes when every named field is a denial errno. Any other
+// error means the call reached the kernel's argument handling, so the
+// filter does not deny it.
+func checkDenied(fields ...string) func(c *probeCtx) (Status, string) {
+	return func(c *probeCtx) (Status, string) {
+		var bad, how []string
+		for _, f := range fields {
+			v := c.str(f)
+			how = append(how, f+"="+v)
+			if !oneOf(v, deniedErrnos...) {
+				bad = append(bad, f)
+			}
+		}
+		if len(bad) > 0 {
+			return Fail, fmt.Sprintf("not denied: %s reached the kernel (%s)", strings.Join(bad, ", "), strings.Join(how, " "))
+		}
+		return Pass, "denied: " + strings.Join(how, " ")
+	}
+}
+
+// syscallProbe builds a probe that makes one raw system call with harmless
+// arguments; the call must be denied.
+func syscallProbe(id, title, onFail, setup, call string) Probe {
+	return Probe{
+		ID: id, Group: "privilege", Title: title, OnFail: onFail,
+		body:    setup + "r, v = " + call + "\nanswer({\"call\": r})\n",
+		schema:  errnoFields("call"),
+		check:   checkDenied("call"),
+		example: `{"call":"EPERM"}`,
+	}
+}
+
+// privilegeProbes check identity, capabilities and every privileged or
+// dangerous kernel interface.
+func privilegeProbes() []Probe {
+	const u32 = 4294967295
+	return []Probe{
+		{
+			ID: "priv/ids", Group: "privilege",
+			Title:  "Reads the real and effective uid and gid and the supplementary groups.",
+			OnFail: "The script does not run as the unprivileged uid 65534 with no groups.",
+			body: `answer({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(), "groups": min(len(os.getgroups()), 64)})
+`,
+			schema:  sObj("uid", sInt(0, u32), "euid", sInt(0, u32), "gid", sInt(0, u32), "egid", sInt(0, u32), "groups", sInt(0, 64)),
+			check:   checkEqual(map[string]any{"uid": int64(65534), "euid": int64(65534), "gid": int64(65534), "egid": int64(65534), "groups": int64(0)}),
+			example: `{"uid":65534,"euid":65534,"gid":65534,"egid":65534,"groups":0}`,
+		},
+		{
+			ID: "priv/caps", Group: "privilege",
+			Title:  "Reads CapInh, CapPrm, CapEff, CapBnd and CapAmb from /proc/self/status: all must be empty.",
+			OnFail: "The process holds or can regain capabilities (a non-empty bounding set means a setuid or file-capability binary could grant them).",
+			body: `caps = {}
+with open("/proc/self/status") as f:
+    for l in f:
+        k, _, v = l.partition(":")
+        if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            caps[k] = int(v.strip(), 16) == 0
+answer({"inh": caps.get("CapInh", False), "prm": caps.get("CapPrm", False), "eff": caps.get("CapEff", False),
+        "bnd": caps.get("CapBnd", False), "amb": caps.get("CapAmb", False)})
+`,
+			schema: sObj("inh", sBool, "prm", sBool, "eff", sBool, "bnd", sBool, "amb", sBool),
+			check: func(c *probeCtx) (Status, string) {
+				var nonEmpty []string
+				for _, k := range []string{"inh", "prm", "eff", "bnd", "amb"} {
+					if !c.flag(k) {
+						nonEmpty = append(nonEmpty, "Cap"+strings.ToUpper(k[:1])+k[1:])
+					}
+				}
+				if len(nonEmpty) > 0 {
+					return Fail, "capability sets not empty: " + strings.Join(nonEmpty, " ")
+				}
+				return Pass, "CapInh CapPrm CapEff CapBnd CapAmb are all 0"
+			},
+			example: `{"inh":true,"prm":true,"eff":true,"bnd":true,"amb":true}`,
+		},
+		{
+			ID: "priv/no-new-privs", Group: "privilege",
+			Title:  "Reads NoNewPrivs from /proc/self/status.",
+			OnFail: "A setuid or file-capability binary could raise privileges.",
+			body: `nnp = 0
+with open("/proc/self/status") as f:
+    for l in f:
+        if l.startswith("NoNewPrivs:"):
+            nnp = int(l.split()[1])
+answer({"nnp": nnp})
+`,
+			schema:  sObj("nnp", sInt(0, 1)),
+			check:   checkEqual(map[string]any{"nnp": int64(1)}),
+			example: `{"nnp":1}`,
+		},
+		{
+			ID: "priv/seccomp-mode", Group: "privilege",
+			Title:  "Reads Seccomp and Seccomp_filters from /proc/self/status: filter mode with at least one filter.",
+			OnFail: "No seccomp filter is loaded: the whole kernel system-call surface is open.",
+			body: `mode, filters = 0, -1
+with open("/proc/self/status") as f:
+    for l in f:
+        if l.startswith("Seccomp:"):
+            mode = int(l.split()[1])
+        elif l.startswith("Seccomp_filters:"):
+            filters = min(int(l.split()[1]), 64)
+answer({"mode": mode, "filters": filters})
+`,
+			schema: sObj("mode", sInt(0, 2), "filters", sInt(-1, 64)),
+			check: func(c *probeCtx) (Status, string) {
+				mode, n := c.num("mode"), c.num("filters")
+				switch {
+				case mode != 2 || n == 0:
+					return Fail, fmt.Sprintf("seccomp mode %d with %d filters; want mode 2 (filter) with a filter", mode, n)
+				case n < 0:
+					// gVisor's procfs reports the mode but has no filter count.
+					return Pass, "seccomp mode 2 (the kernel does not report a filter count)"
+				}
+				return Pass, fmt.Sprintf("seccomp mode 2 with %d filter(s)", n)
+			},
+			example: `{"mode":2,"filters":1}`,
+		},
+		{
+			ID: "priv/setuid-files", Group: "privilege",
+			Title:  "Searches the whole tree for setuid and setgid files.",
+			OnFail: "A setuid or setgid file exists in the sandbox's view.",
+			body: `import stat
+n = 0
+for p, e in walk_names("/"):
+    try:
+        m = os.lstat(p).st_mode
+    except OSError:
+        continue
+    if stat.S_ISREG(m) and m & (stat.S_ISUID | stat.S_ISGID):
+        n += 1
+answer({"setid": min(n, 64)})
+`,
+			schema:  sObj("setid", sInt(0, 64)),
+			check:   checkEqual(map[string]any{"setid": int64(0)}),
+			example: `{"setid":0}`,
+		},
+		{
+			ID: "priv/unshare-userns", Group: "privilege",
+			Title:  "Calls unshare(CLONE_NEWUSER).",
+			OnFail: "The script can create a user namespace and gain full capabilities inside it: a large kernel attack surface.",
+			body: `r, v = sysc("unshare", 0x10000000)
+answer({"unshare": r})
+`,
+			schema:  errnoFields("unshare"),
+			check:   checkAllBlocked("unshare"),
+			example: `{"unshare":"EPERM"}`,
+		},
+		{
+			ID: "priv/userns-mount", Group: "privilege",
+			Title:  "Calls unshare(CLONE_NEWUSER|CLONE_NEWNS) and then mounts a tmpfs: the classic escalation chain.",
+			OnFail: "The script became root in a nested user namespace and mounted a filesystem.",
+			body: `r, v = sysc("unshare", 0x10000000 | 0x00020000)
+m = "other"
+if r == "ok":
+    m, v = sysc("mount", b"none", b"/tmp", b"tmpfs", 0, None)
+answer({"unshare": r, "mount": m})
+`,
+			schema:  errnoFields("unshare", "mount"),
+			check:   checkAnyBlocked("unshare", "mount"),
+			example: `{"unshare":"EPERM","mount":"other"}`,
+		},
+		{
+			ID: "priv/setns", Group: "privilege",
+			Title:  "Opens /proc/self/ns/net and calls setns on it.",
+			OnFail: "The script can enter namespaces.",
+			body: `try:
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    r, v = sysc("setns", fd, 0)
+except OSError as e:
+    r = oserr(e)
+answer({"setns": r})
+`,
+			schema:  errnoFields("setns"),
+			check:   checkAllBlocked("setns"),
+			example: `{"setns":"EPERM"}`,
+		},
+		{
+			ID: "priv/mount", Group: "privilege",
+			Title:  "Mounts a tmpfs on /tmp directly.",
+			OnFail: "The script can change its mount table.",
+			body: `r, v = sysc("mount", b"none", b"/tmp", b"tmpfs", 0, None)
+answer({"mount": r})
+`,
+			schema:  errnoFields("mount"),
+			check:   checkAllBlocked("mount"),
+			example: `{"mount":"EPERM"}`,
+		},
+		{
+			ID: "priv/chroot", Group: "privilege",
+			Title:  "Calls chroot(\"/tmp\").",
+			OnFail: "The script can chroot, the first step of several escapes.",
+			body: `answer({"chroot": attempt("chroot", lambda: os.chroot("/tmp"))})
+`,
+			schema:  errnoFields("chroot"),
+			check:   checkAllBlocked("chroot"),
+			example: `{"chroot":"EPERM"}`,
+		},
+		{
+			ID: "priv/ptrace", Group: "privilege",
+			Title:  "Calls ptrace(PTRACE_PEEKUSER) on its own pid: ESRCH means the call reached the kernel.",
+			OnFail: "ptrace is not denied: the script could inspect or control other processes it can reach.",
+			body: `r, v = sysc("ptrace", 3, os.getpid(), 0, 0)
+answer({"ptrace": r})
+`,
+			schema:  errnoFields("ptrace"),
+			check:   checkDenied("ptrace"),
+			example: `{"ptrace":"EPERM"}`,
+		},
+		syscallProbe("priv/bpf", "Creates a one-entry BPF array map.",
+			"bpf is reachable: a frequent source of kernel exploits.",
+			"import ctypes, struct\nattr = ctypes.create_string_buffer(struct.pack(\"IIII\", 2, 4, 4, 1) + bytes(112))\n",
+			`sysc("bpf", 0, attr, 128)`),
+		{
+			ID: "priv/keyctl", Group: "privilege",
+			Title:  "Adds a key to its process keyring and looks up its session keyring.",
+			OnFail: "The kernel keyrings are reachable: a persistent cross-sandbox channel and a kernel attack surface.",
+			body: `r1, v = sysc("add_key", b"user", b"awf-verify", b"x", 1, -2)
+r2, v = sysc("keyctl", 0, -3, 0)
+answer({"add_key": r1, "keyctl": r2})
+`,
+			schema:  errnoFields("add_key", "keyctl"),
+			check:   checkAllBlocked("add_key", "keyctl"),
+			example: `{"add_key":"EPERM","keyctl":"EPERM"}`,
+		},
+		syscallProbe("priv/userfaultfd", "Creates a user-mode-only userfaultfd.",
+			"userfaultfd is reachable: an exploit primitive for kernel races.",
+			"", `sysc("userfaultfd", 0o2000000 | 0o4000 | 1)`),
+		syscallProbe("priv/perf-event-open", "Opens a software CPU-clock perf event on itself, user space only.",
+			"perf_event_open is reachable: side channels and kernel attack surface.",
+			"import ctypes, struct\nattr = ctypes.create_string_buffer(struct.pack(\"IIQQQQQ\", 1, 128, 0, 0, 0, 0, 0x61) + bytes(80))\n",
+			`sysc("perf_event_open", attr, 0, -1, -1, 0)`),
+		syscallProbe("priv/io-uring", "Sets up a one-entry io_uring.",
+			"io_uring is reachable: its operations bypass seccomp, and it is a frequent kernel exploit target.",
+			"import ctypes\nparams = ctypes.create_string_buffer(120)\n",
+			`sysc("io_uring_setup", 1, params)`),
+		{
+			ID: "priv/clone-newns", Group: "privilege",
+			Title:  "Calls clone(CLONE_NEWUSER|CLONE_NEWNS) and clone3 with CLONE_NEWUSER.",
+			OnFail: "The script can create namespaces through clone, bypassing an unshare-only rule.",
+			body: `import ctypes, struct
+r1, v = sysc("clone", 0x10000000 | 0x00020000 | 17, 0, 0, 0, 0)
+if r1 == "ok" and v == 0:
+    os._exit(0)
+if r1 == "ok":
+    try: os.waitpid(v, 0)
+    except OSError: pass
+args = ctypes.create_string_buffer(struct.pack("QQQQQQQQ", 0x10000000, 0, 0, 0, 17, 0, 0, 0))
+r2, v = sysc("clone3", args, 64)
+if r2 == "ok" and v == 0:
+    os._exit(0)
+if r2 == "ok":
+    try: os.waitpid(v, 0)
+    except OSError: pass
+answer({"clone": r1, "clone3": r2})
+`,
+			schema:  errnoFields("clone", "clone3"),
+			check:   checkAllBlocked("clone", "clone3"),
+			example: `{"clone":"EPERM","clone3":"ENOSYS"}`,
+		},
+		{
+			ID: "priv/setuid", Group: "privilege",
+			Title:  "Calls setuid(0) and setgid(0).",
+			OnFail: "The script can change its identity.",
+			body: `answer({"setuid": attempt("setuid", lambda: os.setuid(0)), "setgid": attempt("setgid", lambda: os.setgid(0))})
+`,
+			schema:  errnoFields("setuid", "setgid"),
+			check:   checkAllBlocked("setuid", "setgid"),
+			example: `{"setuid":"EPERM","setgid":"EPERM"}`,
+		},
+		syscallProbe("priv/process-vm", "Calls process_vm_readv on pid 1 with no buffers.",
+			"Cross-process memory access is reachable.", "", `sysc("process_vm_readv", 1, None, 0, None, 0, 0)`),
+		syscallProbe("priv/open-tree", "Calls open_tree on / (new mount API).",
+			"The new mount API is reachable.", "", `sysc("open_tree", -100, b"/", 0)`),
+		syscallProbe("priv/pidfd-open", "Calls pidfd_open on its own pid.",
+			"pidfds are reachable: signals and fd theft across processes.", "", `sysc("pidfd_open", os.getpid(), 0)`),
+		syscallProbe("priv/mknod", "Creates a FIFO in /tmp with mknodat.",
+			"Device and FIFO nodes can be created.", "", `sysc("mknodat", -100, b"/tmp/awf-verify-node", 0o010600, 0)`),
+		{
+			ID: "priv/proc-pids", Group: "privilege",
+			Title:  "Counts the processes visible in /proc: only the sandbox's own.",
+			OnFail: "The sandbox shares a pid namespace: it can see, and maybe signal, host processes.",
+			body: `pids = [d for d in os.listdir("/proc") if d.isdigit()]
+answer({"pids": min(len(pids), 64), "self": min(os.getpid(), 100000)})
+`,
+			schema: sObj("pids", sInt(0, 64), "self", sInt(0, 100000)),
+			check: func(c *probeCtx) (Status, string) {
+				if c.num("pids") > 4 {
+					return Fail, fmt.Sprintf("%d processes visible (capped at 64); pid %d", c.num("pids"), c.num("self"))
+				}
+				return Pass, fmt.Sprintf("%d processes visible; own pid %d", c.num("pids"), c.num("self"))
+			},
+			example: `{"pids":1,"self":1}`,
+		},
+		{
+			ID: "priv/uts", Group: "privilege",
+			Title:  "Compares the sandbox's hostname with the host's.",
+			OnFail: "The sandbox shares the host's UTS namespace and learns the host name.",
+			body: `answer({"same": os.uname().nodename == <% .Hostname | py %>})
+`,
+			schema:  sObj("same", sBool),
+			check:   checkEqual(map[string]any{"same": false}),
+			example: `{"same":false}`,
+		},
+		{
+			ID: "priv/cgroupns", Group: "privilege",
+			Title:  "Reads /proc/self/cgroup: every hierarchy must show the namespace root.",
+			OnFail: "The sandbox sees its host cgroup path (run ids, layout): no cgroup namespace.",
+			body: `paths = []
+try:
+    with open("/proc/self/cgroup") as f:
+        paths = [l.rstrip("\n").split(":", 2)[2] for l in f if l.count(":") >= 2]
+except OSError:
+    pass
+answer({"lines": min(len(paths), 64), "root_only": all(p == "/" for p in paths)})
+`,
+			schema: sObj("lines", sInt(0, 64), "root_only", sBool),
+			check: func(c *probeCtx) (Status, string) {
+				if !c.flag("root_only") {
+					return Fail, fmt.Sprintf("%d cgroup lines, some show a host path", c.num("lines"))
+				}
+				return Pass, fmt.Sprintf("%d cgroup lines, all at the namespace root", c.num("lines"))
+			},
+			example: `{"lines":1,"root_only":true}`,
+		},
+		{
+			ID: "priv/env", Group: "privilege",
+			Title:  "Looks for credential variables (tokens, keys, SSH agent, askpass) in the environment.",
+			OnFail: "Credentials reach the sandbox.",
+			body: `names = set(<% .TokenNames | py %>)
+sfx = <% .TokenSuffixes | py %>
+bad = [k for k in os.environ if k.upper() in names or any(k.upper().endswith(s) for s in sfx)]
+answer({"credentials": min(len(bad), 64), "vars": min(len(os.environ), 64)})
+`,
+			schema: sObj("credentials", sInt(0, 64), "vars", sInt(0, 64)),
+			check: func(c *probeCtx) (Status, string) {
+				if n := c.num("credentials"); n > 0 {
+					return Fail, fmt.Sprintf("%d credential variables in the sandbox environment", n)
+				}
+				return Pass, fmt.Sprintf("no credential variable among %d", c.num("vars"))
+			},
+			example: `{"credentials":0,"vars":3}`,
+		},
+		{
+			ID: "priv/fds", Group: "privilege",
+			Title:  "Lists /proc/self/fd: only stdin, stdout and stderr may be open.",
+			OnFail: "A descriptor of the broker leaked into the sandbox.",
+			body: `fds = os.listdir("/proc/self/fd")
+answer({"extra": max(min(len(fds) - 4, 64), 0)})
+`,
+			schema:  sObj("extra", sInt(0, 64)),
+			check:   checkEqual(map[string]any{"extra": int64(0)}),
+			example: `{"extra":0}`,
+		},
+	}
+}

@@ -1,0 +1,183 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// ReportVersion is the version of the JSON report format. It changes when a
+// field changes meaning or is removed; adding a field does not change it.
+const ReportVersion = 1
+
+// Report is the result of one verify run.
+type Report struct {
+	// Version is ReportVersion.
+	Version int `json:"version"`
+	// Started is when the run began (UTC, RFC 3339).
+	Started string `json:"started"`
+	// Host describes the host the run checked.
+	Host HostFacts `json:"host"`
+	// Checks are the host checks.
+	Checks []Result `json:"checks"`
+	// Runtimes holds one entry per requested runtime, in request order.
+	Runtimes []RuntimeReport `json:"runtimes"`
+	// OK is true when the run passes: no FAIL anywhere and no BLOCKED
+	// runtime that was required.
+	OK bool `json:"ok"`
+}
+
+// RuntimeReport is the result of the battery in one runtime.
+type RuntimeReport struct {
+	// Name is the runtime's configuration name.
+	Name string `json:"name"`
+	// Status is the worst verdict of its results, or BLOCKED.
+	Status Status `json:"status"`
+	// Required is true when a BLOCKED verdict counts as a failure.
+	Required bool `json:"required"`
+	// Reason says why the runtime is BLOCKED.
+	Reason string `json:"reason,omitempty"`
+	// Results holds one entry per probe and runtime-level check.
+	Results []Result `json:"results"`
+	// Summary counts Results by verdict.
+	Summary map[Status]int `json:"summary"`
+	// Millis is how long the battery took.
+	Millis int64 `json:"ms"`
+}
+
+// finish computes the runtime's summary and status.
+func (r *RuntimeReport) finish(d time.Duration) {
+	r.Millis = d.Milliseconds()
+	r.Summary = map[Status]int{}
+	if r.Status == Blocked {
+		r.Summary[Blocked] = len(r.Results)
+		return
+	}
+	r.Status = Pass
+	for _, x := range r.Results {
+		r.Summary[x.Status]++
+		r.Status = worst(r.Status, x.Status)
+	}
+}
+
+// Failed reports whether this runtime makes the run fail.
+func (r *RuntimeReport) Failed() bool {
+	switch r.Status {
+	case Fail:
+		return true
+	case Blocked:
+		return r.Required
+	}
+	return false
+}
+
+// computeOK sets OK from the checks and runtimes.
+func (rep *Report) computeOK() {
+	ok := true
+	for _, c := range rep.Checks {
+		if c.Status == Fail {
+			ok = false
+		}
+	}
+	for i := range rep.Runtimes {
+		if rep.Runtimes[i].Failed() {
+			ok = false
+		}
+	}
+	rep.OK = ok
+}
+
+// ExitCode is the process exit status for the report: 0 when it passes, 1 otherwise.
+func (rep *Report) ExitCode() int {
+	if rep.OK {
+		return 0
+	}
+	return 1
+}
+
+// WriteJSON writes the versioned JSON report.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("verify: write report: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the readable table: host facts, host checks, then one
+// line per probe for each runtime, and a closing verdict.
+func (rep *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	h := rep.Host
+	fmt.Fprintf(tw, "awf isolate verify (report v%d, %s)\n", rep.Version, rep.Started)
+	fmt.Fprintf(tw, "host: kernel %s, %s, cgroup %s\n\n", h.Kernel, h.Arch, h.CgroupMode)
+	fmt.Fprintf(tw, "STATUS\tCHECK\tEVIDENCE\n")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.ID, oneLine(c.Evidence))
+	}
+	for _, r := range rep.Runtimes {
+		fmt.Fprintf(tw, "\nruntime %s: %s", r.Name, r.Status)
+		if r.Status == Blocked {
+			req := "not required"
+			if r.Required {
+				req = "required"
+			}
+			fmt.Fprintf(tw, " (%s; %d probes not run): %s\n", req, len(r.Results), oneLine(r.Reason))
+			continue
+		}
+		fmt.Fprintf(tw, " (%s, %.1f s)\n", summaryText(r.Summary), float64(r.Millis)/1000)
+		fmt.Fprintf(tw, "STATUS\tPROBE\tEVIDENCE\n")
+		for _, x := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", x.Status, x.ID, oneLine(x.Evidence))
+		}
+	}
+	verdict := "PASS"
+	if !rep.OK {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(tw, "\nverdict: %s\n", verdict)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("verify: write report: %w", err)
+	}
+	return nil
+}
+
+// summaryText renders verdict counts in a fixed order.
+func summaryText(m map[Status]int) string {
+	var parts []string
+	for _, s := range []Status{Pass, Fail, Warn, NotApplicable, Blocked} {
+		if m[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[s], s))
+		}
+	}
+	if len(parts) == 0 {
+		return "no results"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oneLine flattens evidence to one bounded line for the table.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const max = 220
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// sortedKeys returns a map's keys in order, for stable evidence.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

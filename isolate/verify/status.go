@@ -1,0 +1,64 @@
+package verify
+
+// Status is the verdict of one check or probe.
+type Status string
+
+// The verdicts. FAIL and (for required runtimes) BLOCKED make verify fail;
+// WARN and N/A never do.
+const (
+	// Pass means the control was proven to hold.
+	Pass Status = "PASS"
+	// Fail means the control did not hold, or could not be proven.
+	Fail Status = "FAIL"
+	// Warn means the control holds but the host is in a degraded or
+	// hazardous state that the operator should know about.
+	Warn Status = "WARN"
+	// Blocked means the runtime's host component is absent, so nothing ran.
+	Blocked Status = "BLOCKED"
+	// NotApplicable means the check does not apply to this runtime; the
+	// evidence says why.
+	NotApplicable Status = "N/A"
+)
+
+// rank orders verdicts from best to worst for aggregation.
+func (s Status) rank() int {
+	switch s {
+	case Pass:
+		return 0
+	case NotApplicable:
+		return 1
+	case Warn:
+		return 2
+	case Blocked:
+		return 3
+	default:
+		return 4
+	}
+}
+
+// worst returns the worse of two verdicts.
+func worst(a, b Status) Status {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
+// Result is one line of a report: a host check, a probe or a runtime-level check.
+type Result struct {
+	// ID names the check, for example "host/kernel" or "net/socket-netlink".
+	ID string `json:"id"`
+	// Group is the section: host, control, network, filesystem, privilege,
+	// limits, leftovers or filter.
+	Group string `json:"group"`
+	// Status is the verdict.
+	Status Status `json:"status"`
+	// Evidence is one sentence that supports the verdict.
+	Evidence string `json:"evidence"`
+	// Kind is the typed outcome of the sandbox run, for probes.
+	Kind string `json:"kind,omitempty"`
+	// Answer is the probe's canonical answer, when it produced one.
+	Answer string `json:"answer,omitempty"`
+	// Millis is how long the probe took end to end, for probes.
+	Millis int64 `json:"ms,omitempty"`
+}

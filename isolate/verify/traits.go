@@ -1,0 +1,34 @@
+package verify
+
+// traits say how a runtime differs in what verify can observe from the host.
+// A difference is reported as N/A with its reason, never as a PASS.
+type traits struct {
+	// filterNA, when set, is why the seccomp filter on the job's host pid is
+	// not the sandbox policy, so the loaded-filter comparison does not apply.
+	filterNA string
+	// missing lists the controls a runtime cannot enforce; a runtime with
+	// any is always BLOCKED.
+	missing []string
+}
+
+// SbxMissingControls are the query-isolation controls the audited sbx CLI
+// does not expose, so the sbx runtime is always BLOCKED.
+var SbxMissingControls = []string{
+	"network=none",
+	"pids limit",
+	"disk limit",
+	"per-file size limit (RLIMIT_FSIZE)",
+	"explicit guest mount targets",
+	"digest-pinned stdlib-only Python template",
+}
+
+// traitsFor returns the traits of a runtime by name.
+func traitsFor(name string) traits {
+	switch name {
+	case "gvisor":
+		return traits{filterNA: "gVisor implements system calls in its Sentry: the filter on the host pid is the Sentry's own, and the policy is enforced inside the Sentry (see priv/seccomp-mode and the privilege probes)"}
+	case "sbx":
+		return traits{missing: SbxMissingControls}
+	}
+	return traits{}
+}

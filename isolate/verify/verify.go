@@ -1,0 +1,217 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/policy"
+)
+
+// Options control Run.
+type Options struct {
+	// Runtimes are the runtimes to verify, in report order (default: direct).
+	Runtimes []string
+	// Required are the runtimes whose BLOCKED verdict fails the run.
+	Required []string
+	// Host is the host configuration the runtimes are opened with. RunID is
+	// generated; each runtime gets its own StateDir below Host.StateDir
+	// (default: verify's scratch directory).
+	Host isolate.HostConfig
+	// RootFS is the verified root filesystem the sandboxes run on.
+	RootFS string
+	// Policy is the seccomp policy in use (nil = policy.Default()).
+	Policy *policy.Policy
+	// WorkDir is where verify creates its scratch directory ("" = the
+	// system temporary directory).
+	WorkDir string
+	// PrivateRoot is checked for world-writable parents.
+	PrivateRoot string
+	// Probes, when not empty, selects probes by ID or by prefix ("net/").
+	// The runtime checks (filter, seed, leftovers) always run, except the
+	// filter checks when no "filter/" entry is selected.
+	Probes []string
+	// Open opens a runtime (nil = runtimes.Open).
+	Open func(name string, h isolate.HostConfig) (isolate.Runtime, error)
+	// Progress, when set, is called after each result.
+	Progress func(runtime string, r Result)
+	// Environ is the environment the host checks scan (nil = os.Environ()).
+	Environ []string
+}
+
+// Run checks the host and runs the battery in every requested runtime.
+// It returns an error only when verify itself cannot work (no root
+// filesystem, no policy, no scratch directory); everything else is a verdict
+// in the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if len(o.Runtimes) == 0 {
+		o.Runtimes = []string{"direct"}
+	}
+	if o.Open == nil {
+		o.Open = runtimes.Open
+	}
+	if o.Host.CgroupParent == "" {
+		o.Host.CgroupParent = "awf"
+	}
+	if o.RootFS == "" {
+		return nil, errors.New("verify: no root filesystem")
+	}
+	pol := o.Policy
+	if pol == nil {
+		var err error
+		if pol, err = policy.Default(); err != nil {
+			return nil, fmt.Errorf("verify: default policy: %w", err)
+		}
+	}
+	arch, err := policy.NativeArch()
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	rep := &Report{Version: ReportVersion, Started: time.Now().UTC().Format(time.RFC3339)}
+	rep.Host, rep.Checks = CheckHost(ctx, HostOptions{
+		CgroupParent: o.Host.CgroupParent, RunscPath: o.Host.RunscPath, DockerSocket: o.Host.DockerSocket,
+		PrivateRoot: o.PrivateRoot, Environ: o.Environ,
+	})
+	fx, err := newFixture(o.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	defer fx.close()
+	probes := selectProbes(Battery(), o.Probes)
+	withFilter := len(o.Probes) == 0 || slices.ContainsFunc(o.Probes, func(s string) bool { return strings.HasPrefix(s, "filter/") })
+	for _, name := range o.Runtimes {
+		rr := runRuntime(ctx, name, o, pol, arch, fx, probes, withFilter)
+		rr.Required = slices.Contains(o.Required, name)
+		rep.Runtimes = append(rep.Runtimes, rr)
+	}
+	rep.computeOK()
+	return rep, nil
+}
+
+// selectProbes keeps the probes whose ID matches an entry of sel exactly or
+// by a prefix that ends in "/".
+func selectProbes(all []Probe, sel []string) []Probe {
+	if len(sel) == 0 {
+		return all
+	}
+	var out []Probe
+	for _, p := range all {
+		for _, s := range sel {
+			if p.ID == s || strings.HasSuffix(s, "/") && strings.HasPrefix(p.ID, s) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// blockedReport is the report of a runtime that could not run: every probe
+// is BLOCKED with the reason.
+func blockedReport(name, reason string, probes []Probe) RuntimeReport {
+	rr := RuntimeReport{Name: name, Status: Blocked, Reason: reason}
+	for _, p := range probes {
+		rr.Results = append(rr.Results, Result{ID: p.ID, Group: p.Group, Status: Blocked, Evidence: reason})
+	}
+	for _, id := range RuntimeChecks {
+		rr.Results = append(rr.Results, Result{ID: id, Group: strings.Split(id, "/")[0], Status: Blocked, Evidence: reason})
+	}
+	rr.finish(0)
+	return rr
+}
+
+// runRuntime opens, probes and exercises one runtime.
+func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy, arch string, fx *fixture, probes []Probe, withFilter bool) RuntimeReport {
+	t0 := time.Now()
+	tr := traitsFor(name)
+	stateDir := filepath.Join(fx.dir, "state-"+name)
+	if o.Host.StateDir != "" {
+		stateDir = filepath.Join(o.Host.StateDir, name)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return blockedReport(name, fmt.Sprintf("state directory: %v", err), probes)
+	}
+	defer os.RemoveAll(stateDir)
+	h := o.Host
+	h.RunID = "verify-" + randHex(12)
+	h.StateDir = stateDir
+
+	rt, err := o.Open(name, h)
+	if err != nil {
+		return blockedReport(name, withMissing(tr, err.Error()), probes)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = rt.Close()
+		}
+	}()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = rt.Probe(pctx)
+	cancel()
+	if err != nil {
+		return blockedReport(name, withMissing(tr, err.Error()), probes)
+	}
+	if len(tr.missing) > 0 {
+		// A runtime that cannot enforce every control is never run, even if
+		// its own probe claims otherwise.
+		return blockedReport(name, withMissing(tr, ""), probes)
+	}
+
+	prm := params{
+		Query: isolate.QueryDir, Repo: isolate.RepoDir, Out: isolate.OutputPath, Tmp: "/tmp",
+		Errnos:     errnoVocab,
+		SeedMarker: fx.seedMarker, SeedValue: fx.seedValue, SeedEntries: fx.seedEntries,
+		OtherMarker: fx.otherMarker, SiblingMarker: fx.siblingMarker, SiblingDir: filepath.Base(fx.sibling),
+		PlantToken: fx.plantToken, Hostname: fx.hostname,
+		HostPrefixes: []string{fx.dir, o.RootFS, stateDir},
+		TCP4Port:     fx.tcp4.port, UDPPort: fx.udp.port, DNSPort: fx.dns.port,
+		Abstract:   strings.TrimPrefix(fx.abstract.addr, "@"),
+		FloodBytes: floodBytes, BombCap: bombCapBytes, ThreadCap: bombCapThreads,
+		TokenNames: tokenEnvNames, TokenSuffixes: tokenEnvSuffixes, DevNames: devNames,
+	}
+	if fx.tcp6 != nil {
+		prm.TCP6Port = fx.tcp6.port
+	}
+	fx.setHostOnly(o.RootFS, stateDir)
+	prm.HostOnly = fx.hostOnlyPaths()
+
+	b := &battery{
+		name: name, rt: rt, traits: tr, fx: fx, prm: prm, pol: pol, arch: arch,
+		base: isolate.Template{RunID: h.RunID, RootFS: o.RootFS, Repo: fx.seed, Limits: isolate.DefaultLimits(), Policy: pol},
+		scan: newLeftoverScanner(stateDir, h.RunID, h.CgroupParent, []string{fx.dir, stateDir}),
+	}
+	if o.Progress != nil {
+		b.progress = func(r Result) { o.Progress(name, r) }
+	}
+	rr := RuntimeReport{Name: name}
+	rr.Results = b.runAll(ctx, probes, withFilter)
+	closed = true
+	if err := rt.Close(); err != nil {
+		rr.Results = append(rr.Results, Result{ID: "leftover/close", Group: "leftovers", Status: Fail, Evidence: fmt.Sprintf("closing the runtime failed: %v", err)})
+	}
+	if ms := b.scan.mountLines(); len(ms) > 0 {
+		rr.Results = append(rr.Results, Result{ID: "leftover/close", Group: "leftovers", Status: Fail, Evidence: fmt.Sprintf("%d mounts remain after the runtime closed: %s", len(ms), strings.Join(firstN(ms, 2), "; "))})
+	}
+	rr.finish(time.Since(t0))
+	return rr
+}
+
+// withMissing prefixes a BLOCKED reason with the runtime's missing controls.
+func withMissing(tr traits, reason string) string {
+	if len(tr.missing) == 0 {
+		return reason
+	}
+	s := "missing controls: " + strings.Join(tr.missing, ", ")
+	if reason != "" {
+		s += "; " + reason
+	}
+	return s
+}
