@@ -27,13 +27,14 @@ import (
 // seccomp.InitSeccomp on the libcontainer configuration, which includes
 // runc's ENOSYS stub) and then does one thing under the filter.
 const (
-	childModeEnv = "AWF_POLICY_TEST_CHILD" // python | syscall | hold
-	childNrEnv   = "AWF_POLICY_TEST_NR"
-	childArgsEnv = "AWF_POLICY_TEST_ARGS"  // comma-separated hex
-	childExecEnv = "AWF_POLICY_TEST_EXEC"  // python: script and root, tab-separated
-	benchKindEnv = "AWF_POLICY_BENCH"      // bench: none | runc | linear
-	benchNEnv    = "AWF_POLICY_BENCH_N"    // bench: iterations
-	benchCallEnv = "AWF_POLICY_BENCH_CALL" // bench: getppid | fcntl
+	childModeEnv   = "AWF_POLICY_TEST_CHILD" // python | syscall | hold
+	childNrEnv     = "AWF_POLICY_TEST_NR"
+	childArgsEnv   = "AWF_POLICY_TEST_ARGS"   // comma-separated hex
+	childExecEnv   = "AWF_POLICY_TEST_EXEC"   // python: script and root, tab-separated
+	childLoaderEnv = "AWF_POLICY_TEST_LOADER" // "raw": prctl with Policy.BPF instead of runc
+	benchKindEnv   = "AWF_POLICY_BENCH"       // bench: none | runc | linear
+	benchNEnv      = "AWF_POLICY_BENCH_N"     // bench: iterations
+	benchCallEnv   = "AWF_POLICY_BENCH_CALL"  // bench: getppid | fcntl
 )
 
 // benchChild times getppid or fcntl(F_GETFD) under the filter kind named in the environment
@@ -75,9 +76,7 @@ func benchChild() int {
 			prog, err := exportBPF(f)
 			f.Release()
 			if err == nil {
-				fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-				err = unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
-				runtime.KeepAlive(prog)
+				err = loadProgram(prog)
 			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -159,7 +158,17 @@ func childMain(mode string) int {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("no_new_privs: %w", err))
 	}
-	if _, err := seccomp.InitSeccomp(cfg); err != nil {
+	if os.Getenv(childLoaderEnv) == "raw" {
+		// The exported program alone, as libseccomp built it (no runc stub).
+		native, _ := NativeArch()
+		prog, err := p.BPF(native)
+		if err == nil {
+			err = loadProgram(prog)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("load raw filter: %w", err))
+		}
+	} else if _, err := seccomp.InitSeccomp(cfg); err != nil {
 		return fail(fmt.Errorf("load filter: %w", err))
 	}
 	// From here on every system call is filtered.
@@ -263,4 +272,13 @@ func holdChild(t *testing.T) (int, func() childResult) {
 	tid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	return tid, finish
+}
+
+// loadProgram installs a classic-BPF seccomp program on the calling thread
+// (no_new_privs must already be set).
+func loadProgram(prog []unix.SockFilter) error {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
+	runtime.KeepAlive(prog)
+	return err
 }

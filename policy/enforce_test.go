@@ -32,11 +32,16 @@ func TestStdlibWorkloadUnderFilter(t *testing.T) {
 	if _, err := os.Stat(root); err != nil {
 		root = filepath.Dir(script) // any tree will do
 	}
-	res := runChild(t, "python", childExecEnv+"="+script+"\t"+root)
-	require.False(t, res.killedBySIGSYS(), "the workload was killed by the filter: %s", res)
-	require.True(t, res.status.Exited() && res.status.ExitStatus() == 0, "workload failed: %s", res)
-	for _, step := range []string{"walk ", "json re ok", "gzip bz2 lzma ok", "sqlite ok", "threads ok", "files ok", "misc ok", "OK"} {
-		assert.Contains(t, res.stdout, step)
+	// As runc loads it, and as the bare program Policy.BPF exports.
+	for _, loader := range []string{"runc", "raw"} {
+		t.Run(loader, func(t *testing.T) {
+			res := runChild(t, "python", childExecEnv+"="+script+"\t"+root, childLoaderEnv+"="+loader)
+			require.False(t, res.killedBySIGSYS(), "the workload was killed by the filter: %s", res)
+			require.True(t, res.status.Exited() && res.status.ExitStatus() == 0, "workload failed: %s", res)
+			for _, step := range []string{"walk ", "json re ok", "gzip bz2 lzma ok", "sqlite ok", "threads ok", "files ok", "misc ok", "OK"} {
+				assert.Contains(t, res.stdout, step)
+			}
+		})
 	}
 }
 
@@ -45,9 +50,11 @@ func TestPythonForkIsKilled(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "fork.py")
 	require.NoError(t, os.WriteFile(script, []byte("import os\nprint('before', flush=True)\nos.fork()\nprint('after fork')\n"), 0o600))
-	res := runChild(t, "python", childExecEnv+"="+script)
-	require.True(t, res.killedBySIGSYS(), "os.fork was not killed: %s", res)
-	assert.Equal(t, "before\n", res.stdout)
+	for _, loader := range []string{"runc", "raw"} {
+		res := runChild(t, "python", childExecEnv+"="+script, childLoaderEnv+"="+loader)
+		require.True(t, res.killedBySIGSYS(), "%s: os.fork was not killed: %s", loader, res)
+		assert.Equal(t, "before\n", res.stdout)
+	}
 }
 
 // safeProbeArgs are arguments that make a system call fail harmlessly if a
