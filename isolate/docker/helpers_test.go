@@ -88,7 +88,7 @@ func requireNoLeftovers(t testing.TB, r *Runtime) {
 	if err == nil {
 		require.Empty(t, ents, "workspaces left in %s", r.dir)
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
 	require.NoError(t, err)
 	require.NotContains(t, string(mi), r.dir, "mounts left below the state dir")
 	require.Empty(t, containersOf(t, r), "containers left")

@@ -91,7 +91,7 @@ func requireNoLeftovers(t testing.TB, r *Runtime) {
 	if err == nil {
 		require.Empty(t, names, "workspaces left in %s", r.dir)
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
 	require.NoError(t, err)
 	require.NotContains(t, string(mi), r.dir, "mounts left below the state dir")
 	m, err := filepath.Glob(filepath.Join(cgroupRoot, "*", r.parent, Name+"-"+r.runID+"-*"))

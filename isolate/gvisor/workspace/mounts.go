@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,12 @@ func mountTmpfsData(target string, flags uintptr, data string) error {
 // unmountBelow unmounts every mount at or below dir, deepest first. A busy
 // mount is detached instead, which removes it from the host's view.
 func unmountBelow(ctx context.Context, dir string) error {
+	// Read the mount table of the thread that unmounts. /proc/self is the
+	// thread-group leader, which libcontainer may have left parked in a
+	// finished container's mount namespace (its mount-source thread never
+	// unlocks, and the Go runtime parks rather than ends the main thread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return fmt.Errorf("workspace: resolve %s: %w", dir, err)
@@ -80,10 +87,10 @@ func unmountBelow(ctx context.Context, dir string) error {
 	}
 }
 
-// mountsBelow lists the mount points at or below dir in this mount
-// namespace, deepest first.
+// mountsBelow lists the mount points at or below dir in the calling thread's
+// mount namespace, deepest first. The caller locks its OS thread.
 func mountsBelow(dir string) ([]string, error) {
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	raw, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read mountinfo: %w", err)
 	}
