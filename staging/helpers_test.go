@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -122,6 +123,7 @@ type gitServer struct {
 	URL   string
 	root  string
 	token string
+	v2    atomic.Bool // a request asked for protocol v2
 }
 
 func newGitServer(t testing.TB, token string) *gitServer {
@@ -138,6 +140,9 @@ func newGitServer(t testing.TB, token string) *gitServer {
 		},
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Git-Protocol"), "version=2") {
+			s.v2.Store(true)
+		}
 		_, pass, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(pass), []byte(s.token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="awf-test"`)

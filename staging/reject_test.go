@@ -113,6 +113,10 @@ func TestStageRejectsCraftedLocalSources(t *testing.T) {
 			return work
 		}, RuleSpecialFile},
 		{"not a repository", func(t *testing.T, work string) string { return t.TempDir() }, RuleNotRepository},
+		{"git dir owned by another user", func(t *testing.T, work string) string {
+			require.NoError(t, os.Lchown(filepath.Join(work, ".git"), 65534, 65534))
+			return work
+		}, RuleForeignOwner},
 		{"source is a symlink", func(t *testing.T, work string) string {
 			l := filepath.Join(t.TempDir(), "l")
 			require.NoError(t, os.Symlink(work, l))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,6 +34,7 @@ const (
 	RuleWorktree      = "worktree"         // worktrees/, commondir or gitdir in the git dir
 	RuleSpecialFile   = "special-file"     // a device, FIFO or socket in the tree
 	RuleNestedGitDir  = "nested-git-dir"   // a .git below the top level
+	RuleForeignOwner  = "foreign-owner"    // local source or its git dir not owned by the caller
 )
 
 func reject(rule, format string, args ...any) error {
@@ -106,8 +108,9 @@ func checkLinkedState(gitDir string) error {
 }
 
 // checkLocalSource vets a pre-provisioned clone before it is cloned from:
-// a real directory, a real (or bare) git directory without linked state, and
-// no device, FIFO or socket anywhere below it.
+// a real directory owned by the caller, a real (or bare) git directory owned
+// by the caller without linked state, and no device, FIFO or socket anywhere
+// below it.
 func checkLocalSource(ctx context.Context, src string) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
@@ -119,6 +122,17 @@ func checkLocalSource(ctx context.Context, src string) error {
 	gitDir, err := findGitDir(src, true)
 	if err != nil {
 		return err
+	}
+	// git refuses a repository owned by someone else ("dubious ownership"),
+	// and rightly: its configuration would be read by a root process.
+	for _, p := range []string{src, gitDir} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", p, err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != uint32(os.Geteuid()) {
+			return reject(RuleForeignOwner, "%s is not owned by uid %d", p, os.Geteuid())
+		}
 	}
 	if err := checkLinkedState(gitDir); err != nil {
 		return err

@@ -105,6 +105,7 @@ func TestStageOverHTTPWithToken(t *testing.T) {
 	assert.Equal(t, f.commit, events[0].Commit)
 	assert.Equal(t, EventCredentialsRemoved, events[1].Kind)
 	assert.Regexp(t, `^staged acme/widgets commit `+f.commit+` in \S+\n$`, progress.String())
+	assert.True(t, f.srv.v2.Load(), "git spoke protocol v2")
 
 	// Scrubbed: minimal config, one branch, no remote, hooks, reflogs.
 	gd := filepath.Join(s.Dir, ".git")
