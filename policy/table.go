@@ -66,7 +66,11 @@ func (p *Policy) Table(arch string) (Table, error) {
 		return Table{}, fmt.Errorf("policy %s (%s): filter's most common action is %q, the header says %q", p.Name, arch, measured, t.Default)
 	}
 	if from, ok := p.enosysFrom(arch); ok {
-		t.ENOSYSFrom = map[string]uint32{t.Rows[0].Arch: from}
+		canon, err := CanonicalArch(arch)
+		if err != nil {
+			return Table{}, err
+		}
+		t.ENOSYSFrom = map[string]uint32{canon: from}
 	}
 	return t, nil
 }
@@ -295,6 +299,18 @@ func (t Table) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
 	b.WriteString("# arch    syscall                  action [if argument case]\n")
 	fmt.Fprintf(&b, "# default: %s\n", t.Default)
+	archs := make([]string, 0, len(t.ENOSYSFrom))
+	for a := range t.ENOSYSFrom {
+		archs = append(archs, a)
+	}
+	sort.Strings(archs)
+	for _, a := range archs {
+		note := ""
+		if info, err := lookupArch(a); err == nil && info.x32Bit != 0 {
+			note = " (without the x32 bit)"
+		}
+		fmt.Fprintf(&b, "# runc adds: %s syscall numbers >= %d%s answer errno ENOSYS\n", a, t.ENOSYSFrom[a], note)
+	}
 	for _, r := range t.Rows {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
