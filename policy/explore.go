@@ -26,7 +26,8 @@ type outcome struct {
 // comparison at a time reaches every rule.
 //
 // complete is false when the search hit maxRunsPerSyscall with paths left
-// to try; callers must not trust a partial table.
+// to try, or when the program computes with argument values (see run);
+// callers must not trust a partial table.
 func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word int, v uint32) string) (outs []outcome, complete bool) {
 	type assign [seccompDataWords]uint32
 	seenAssign := map[assign]bool{}
@@ -46,7 +47,10 @@ func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word in
 		runs++
 		d := data(cur)
 		d[0], d[1] = nr, audit
-		ret, trace := run(prog, &d)
+		ret, trace, opaque := run(prog, &d)
+		if opaque {
+			return out, false
+		}
 		sig := pathSignature(trace)
 		if !seenPath[sig] {
 			seenPath[sig] = true

@@ -145,7 +145,7 @@ func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
 		}
 		outs, complete := explore(prog, a.audit, nr, label)
 		if !complete {
-			return Table{}, fmt.Errorf("decode filter: syscall %d has more than %d argument paths; the table would be partial", nr, maxRunsPerSyscall)
+			return Table{}, fmt.Errorf("decode filter: syscall %d: more than %d argument paths, or arguments used in arithmetic, scratch memory or returns; the table would be partial", nr, maxRunsPerSyscall)
 		}
 		if named {
 			flush()
@@ -174,7 +174,7 @@ func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
 	}
 	flush()
 	d := data{1: a.compatAudit}
-	ret, _ := run(prog, &d)
+	ret, _, _ := run(prog, &d)
 	rows = append(rows, Row{Arch: a.compatName, Syscall: compatSyscall, Action: ActionString(ret)})
 	sortRows(rows)
 	return Table{Rows: rows, Default: mostCommon(counts)}, nil

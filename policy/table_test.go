@@ -281,3 +281,42 @@ func TestDecodeRefusesPartialTables(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "table would be partial")
 }
+
+// TestDecodeRefusesHiddenArgumentLogic: arguments routed through scratch
+// memory, arithmetic, X or the return value could hide a path from the
+// search, so such filters are refused.
+func TestDecodeRefusesHiddenArgumentLogic(t *testing.T) {
+	ret := func(k uint32) unix.SockFilter { return ins(bpfRET|bpfK, 0, 0, k) }
+	cases := map[string][]unix.SockFilter{
+		"scratch memory": {ins(bpfLD|bpfW|bpfABS, 0, 0, 16), ins(bpfST, 0, 0, 0), ins(bpfLD|bpfMEM, 0, 0, 0),
+			ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 0x1337), ret(retAllow), ret(retKillProcess)},
+		"arithmetic": {ins(bpfLD|bpfW|bpfABS, 0, 0, 16), ins(bpfALU|bpfADD|bpfK, 0, 0, 1),
+			ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 0x1338), ret(retAllow), ret(retKillProcess)},
+		"x register": {ins(bpfLD|bpfW|bpfABS, 0, 0, 16), ins(bpfMISC|bpfTAX, 0, 0, 0), ins(bpfLD|bpfIMM, 0, 0, 0x1337),
+			ins(bpfJMP|bpfJEQ|bpfX, 0, 1, 0), ret(retAllow), ret(retKillProcess)},
+		"return a": {ins(bpfLD|bpfW|bpfABS, 0, 0, 16), ins(bpfRET|bpfA, 0, 0, 0)},
+	}
+	for name, prog := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeFilter("x86_64", prog)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "table would be partial")
+		})
+	}
+	// Masking alone is fine: the path is found and described.
+	tb, err := DecodeFilter("x86_64", []unix.SockFilter{
+		ins(bpfLD|bpfW|bpfABS, 0, 0, 0), ins(bpfJMP|bpfJEQ|bpfK, 0, 4, 16),
+		ins(bpfLD|bpfW|bpfABS, 0, 0, 24), ins(bpfALU|bpfAND|bpfK, 0, 0, 0xff), ins(bpfJMP|bpfJEQ|bpfK, 0, 1, 0x13),
+		ret(retAllow), ret(retKillProcess)})
+	require.NoError(t, err)
+	var ioctl []Row
+	for _, r := range tb.Rows {
+		if r.Syscall == "ioctl" {
+			ioctl = append(ioctl, r)
+		}
+	}
+	assert.Equal(t, []Row{
+		{Arch: "x86_64", Syscall: "ioctl", Case: "arg1 & 0xff == 0x13", Action: "allow", Nr: 16, Last: 16},
+		{Arch: "x86_64", Syscall: "ioctl", Case: "otherwise", Action: "kill", Nr: 16, Last: 16},
+	}, ioctl)
+}

@@ -183,11 +183,17 @@ func validate(prog []unix.SockFilter) error {
 }
 
 // run executes a validated program on d and returns the seccomp return value
-// and the data-dependent branches it took, in order.
-func run(prog []unix.SockFilter, d *data) (uint32, []branch) {
+// and the data-dependent branches it took, in order. opaque is set when the
+// outcome depends on argument data in a way the explorer cannot enumerate:
+// a comparison or return of a value computed from an argument by anything
+// other than masking (arithmetic, scratch memory, the X register). Tables
+// refuse such programs rather than miss paths.
+func run(prog []unix.SockFilter, d *data) (ret uint32, trace []branch, opaque bool) {
 	var a, x uint32
 	var mem [bpfMemWords]uint32
-	var trace []branch
+	// Taint: the value depends on a syscall argument or the instruction pointer.
+	var aT, xT bool
+	var memT [bpfMemWords]bool
 	prov := provenance{word: -1}
 	for pc := 0; pc < len(prog); pc++ {
 		ins := prog[pc]
@@ -196,31 +202,32 @@ func run(prog []unix.SockFilter, d *data) (uint32, []branch) {
 			switch ins.Code & 0xe0 {
 			case bpfABS:
 				w := int(ins.K / 4)
-				a, prov = d[w], provenance{word: w, mask: 0xffffffff}
+				a, prov, aT = d[w], provenance{word: w, mask: 0xffffffff}, w >= 2
 			case bpfIMM:
-				a, prov = ins.K, provenance{word: -1}
+				a, prov, aT = ins.K, provenance{word: -1}, false
 			case bpfLEN:
-				a, prov = 4*seccompDataWords, provenance{word: -1}
+				a, prov, aT = 4*seccompDataWords, provenance{word: -1}, false
 			case bpfMEM:
-				a, prov = mem[ins.K], provenance{word: -1}
+				a, prov, aT = mem[ins.K], provenance{word: -1}, memT[ins.K]
 			}
 		case bpfLDX:
 			switch ins.Code & 0xe0 {
 			case bpfIMM:
-				x = ins.K
+				x, xT = ins.K, false
 			case bpfLEN:
-				x = 4 * seccompDataWords
+				x, xT = 4*seccompDataWords, false
 			case bpfMEM:
-				x = mem[ins.K]
+				x, xT = mem[ins.K], memT[ins.K]
 			}
 		case bpfST:
-			mem[ins.K] = a
+			mem[ins.K], memT[ins.K] = a, aT
 		case bpfSTX:
-			mem[ins.K] = x
+			mem[ins.K], memT[ins.K] = x, xT
 		case bpfALU:
 			src := ins.K
 			if ins.Code&bpfX != 0 {
 				src = x
+				aT = aT || xT
 			}
 			op := ins.Code & 0xf0
 			if op == bpfAND && ins.Code&bpfX == 0 && prov.word >= 0 {
@@ -250,8 +257,13 @@ func run(prog []unix.SockFilter, d *data) (uint32, []branch) {
 			case bpfJSET:
 				taken = a&src != 0
 			}
-			if prov.word >= 2 && ins.Code&bpfX == 0 {
+			switch {
+			case ins.Code&bpfX != 0 && (aT || xT):
+				opaque = true
+			case aT && prov.word >= 2:
 				trace = append(trace, branch{pc: pc, word: prov.word, mask: prov.mask, op: op, k: src, taken: taken})
+			case aT:
+				opaque = true
 			}
 			if taken {
 				pc += int(ins.Jt)
@@ -260,19 +272,19 @@ func run(prog []unix.SockFilter, d *data) (uint32, []branch) {
 			}
 		case bpfRET:
 			if ins.Code&0x18 == bpfA {
-				return a, trace
+				return a, trace, opaque || aT
 			}
-			return ins.K, trace
+			return ins.K, trace, opaque
 		case bpfMISC:
 			if ins.Code&0xf8 == bpfTAX {
-				x = a
+				x, xT = a, aT
 			} else {
-				a, prov = x, provenance{word: -1}
+				a, prov, aT = x, provenance{word: -1}, xT
 			}
 		}
 	}
 	// validate guarantees a final return; unreachable for validated programs.
-	return retKillProcess, trace
+	return retKillProcess, trace, true
 }
 
 func alu(op uint16, a, src uint32) uint32 {
@@ -358,6 +370,6 @@ func Evaluate(prog []unix.SockFilter, arch string, nr uint32, args [6]uint64) (s
 	for i, v := range args {
 		d[4+2*i], d[5+2*i] = uint32(v), uint32(v>>32)
 	}
-	ret, _ := run(prog, &d)
+	ret, _, _ := run(prog, &d)
 	return ActionString(ret), nil
 }
