@@ -41,7 +41,7 @@ func (ps *parser) checkRules() {
 		ps.line = r.Line
 		key := r.Syscall + " " + r.Condition()
 		if prev, ok := exact[key]; ok {
-			ps.errorf(1, "duplicate rule for %s (first on line %d)", describe(r), prev)
+			ps.errorf(r.Col, "duplicate rule for %s (first on line %d)", describe(r), prev)
 			continue
 		}
 		exact[key] = r.Line
@@ -56,7 +56,7 @@ func (ps *parser) checkRules() {
 			s.cond = r.Line
 		}
 		if s.uncond != 0 && s.cond != 0 {
-			ps.errorf(1, "%s has both an unconditional rule (line %d) and conditional rules (line %d); an unconditional rule would override them", r.Syscall, s.uncond, s.cond)
+			ps.errorf(r.Col, "%s has both an unconditional rule (line %d) and conditional rules (line %d); an unconditional rule would override them", r.Syscall, s.uncond, s.cond)
 		}
 		if r.Action.Kind == ActAllow {
 			ps.checkAllow(r)
@@ -75,7 +75,7 @@ func describe(r Rule) string {
 // checkAllow applies the per-syscall invariants to one allow rule.
 func (ps *parser) checkAllow(r Rule) {
 	if why, ok := neverAllowed[r.Syscall]; ok {
-		ps.errorf(1, "%s may never be allowed (%s)", r.Syscall, why)
+		ps.errorf(r.Col, "%s may never be allowed (%s)", r.Syscall, why)
 		return
 	}
 	switch r.Syscall {
@@ -83,18 +83,18 @@ func (ps *parser) checkAllow(r Rule) {
 		c, ok := condOn(r, 0)
 		if !ok || c.Op != OpEq || len(c.Values) != 1 || c.Values[0] != unix.AF_UNIX ||
 			(c.HasMask && c.Mask&0xffffffff != 0xffffffff) {
-			ps.errorf(1, "%s may only be allowed with arg0 == AF_UNIX (a mask must keep all 32 low bits)", r.Syscall)
+			ps.errorf(r.Col, "%s may only be allowed with arg0 == AF_UNIX (a mask must keep all 32 low bits)", r.Syscall)
 		}
 	case "clone":
 		c, ok := condOn(r, 0)
 		need := uint64(namespaceFlags | unix.CLONE_THREAD)
 		if !ok || !c.HasMask || c.Op != OpEq || c.Mask&need != need {
-			ps.errorf(1, "clone may only be allowed with arg0 & MASK == VALUE where MASK covers CLONE_THREAD and every CLONE_NEW* flag")
+			ps.errorf(r.Col, "clone may only be allowed with arg0 & MASK == VALUE where MASK covers CLONE_THREAD and every CLONE_NEW* flag")
 			return
 		}
 		for _, v := range c.Values {
 			if v&unix.CLONE_THREAD == 0 || v&namespaceFlags != 0 {
-				ps.errorf(1, "clone may only be allowed with CLONE_THREAD set and every CLONE_NEW* flag clear (value %#x)", v)
+				ps.errorf(r.Col, "clone may only be allowed with CLONE_THREAD set and every CLONE_NEW* flag clear (value %#x)", v)
 			}
 		}
 	}
@@ -125,14 +125,14 @@ func (ps *parser) checkOverlaps() {
 				}
 				if len(a.Conds) != 1 || len(b.Conds) != 1 || !sameShape(a.Conds[0], b.Conds[0]) {
 					ps.line = b.Line
-					ps.errorf(1, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask (line %d); reviewers could not tell which wins", n, a.Line)
+					ps.errorf(b.Col, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask (line %d); reviewers could not tell which wins", n, a.Line)
 					continue
 				}
 				for _, va := range a.Conds[0].Values {
 					for _, vb := range b.Conds[0].Values {
 						if va == vb {
 							ps.line = b.Line
-							ps.errorf(1, "%s value %#x has two actions (lines %d and %d)", n, va, a.Line, b.Line)
+							ps.errorf(b.Col, "%s value %#x has two actions (lines %d and %d)", n, va, a.Line, b.Line)
 						}
 					}
 				}

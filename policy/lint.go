@@ -63,7 +63,7 @@ func Lint(name string, src []byte) []Finding {
 		out = append(out, Finding{File: e.File, Line: e.Line, Col: e.Col, Severity: SevError, Msg: e.Msg})
 	}
 	add := func(r Rule, sev Severity, format string, args ...any) {
-		out = append(out, Finding{File: name, Line: r.Line, Col: 1, Severity: sev, Msg: fmt.Sprintf(format, args...)})
+		out = append(out, Finding{File: name, Line: r.Line, Col: r.Col, Severity: sev, Msg: fmt.Sprintf(format, args...)})
 	}
 	for _, r := range p.Rules {
 		if len(strings.TrimSpace(r.Reason)) < 4 || strings.EqualFold(strings.TrimSpace(r.Reason), r.Syscall) {

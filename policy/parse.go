@@ -293,7 +293,7 @@ func (ps *parser) parseRule(toks []token, endCol int) (Rule, bool) {
 		ps.errorf(name.col, "%q is not a system call name", name.text)
 		return r, false
 	}
-	r.Syscall = name.text
+	r.Syscall, r.Col = name.text, name.col
 	if ps.group == "" {
 		ps.errorf(name.col, "rule outside any group: start one with 'group NAME : DESCRIPTION'")
 		return r, false

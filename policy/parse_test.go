@@ -56,6 +56,7 @@ func TestParseRules(t *testing.T) {
 			require.Len(t, p.Rules, 1)
 			got := p.Rules[0]
 			tc.want.Line, tc.want.Group = 5, "g"
+			tc.want.Col = strings.Index(tc.line, tc.want.Syscall) + 1
 			assert.Equal(t, tc.want, got)
 			// The canonical form parses back to the same rule.
 			q, err := Parse("c.policy", []byte(p.Canonical()))
@@ -83,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"same arg twice", header + "allow read if arg0 == 1 && arg0 == 2 : x", "arg0 is compared twice"},
 		{"unterminated list", header + "allow read if arg0 in {1, 2 : x", "unterminated list"},
 		{"trailing junk", header + "allow read extra : x", "t.policy:5:12: unexpected \"extra\""},
-		{"duplicate", header + "allow read : x\nallow read : y", "t.policy:6:1: duplicate rule for read (first on line 5)"},
+		{"duplicate", header + "allow read : x\nallow read : y", "t.policy:6:7: duplicate rule for read (first on line 5)"},
 		{"uncond and cond", header + "allow read : x\nallow read if arg0 == 1 : y", "has both an unconditional rule"},
 		{"overlapping actions", header + "allow fcntl if arg1 in {1, 2} : x\nerrno EPERM fcntl if arg1 == 2 : y", "value 0x2 has two actions"},
 		{"never allowed", header + "allow mount : x", "mount may never be allowed (mounts)"},

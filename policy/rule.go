@@ -98,6 +98,7 @@ func (c Cond) String() string {
 // only when its arguments match.
 type Rule struct {
 	Line      int
+	Col       int // column of the syscall name
 	Group     string
 	Action    Action
 	Syscall   string
