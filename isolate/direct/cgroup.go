@@ -129,18 +129,32 @@ func setupCgroups(parent string) (cgroupSetup, error) {
 	}
 }
 
-// moveSelfToLeaf moves the broker out of its delegated cgroup into a
-// "supervisor" leaf so that the delegated cgroup may enable controllers for
-// its children (cgroup v2 forbids processes in inner nodes).
+// moveSelfToLeaf moves every process of the delegated cgroup (the broker
+// and anything else its unit started there) into a "supervisor" leaf, so
+// that the delegated cgroup may enable controllers for its children:
+// cgroup v2 forbids processes in inner nodes.
 func moveSelfToLeaf(own string) error {
-	leaf := filepath.Join(cgroupRoot, own, supervisorLeaf)
+	base := filepath.Join(cgroupRoot, own)
+	leaf := filepath.Join(base, supervisorLeaf)
 	if err := os.MkdirAll(leaf, 0o755); err != nil {
 		return fmt.Errorf("cgroup: supervisor leaf: %w", err)
 	}
 	if err := cgroups.WriteCgroupProc(leaf, os.Getpid()); err != nil {
 		return fmt.Errorf("cgroup: move broker to %s: %w", leaf, err)
 	}
-	return nil
+	for range 10 {
+		pids, err := cgroups.GetPids(base)
+		if err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			_ = cgroups.WriteCgroupProc(leaf, pid) // a process may exit meanwhile
+		}
+	}
+	return fmt.Errorf("cgroup: processes keep appearing in %s", base)
 }
 
 // setupV2 creates the parent under base (relative to the root) and enables

@@ -9,6 +9,22 @@
 // cgroup, mount and scratch directory is journalled under the state
 // directory before it is created, so Sweep can reclaim whatever a crashed
 // broker left.
+//
+// Names: a sandbox is prepared before its request exists, so its container,
+// cgroup leaf and scratch directory are named awf-<run id>-<sequence>; the
+// journal entry records the run id and, from Exec on, the invocation id.
+// State directory layout: libct/ (libcontainer state), journal/ (one JSON
+// entry per resource), sb/<name>/ (per-sandbox tmpfs holding the script
+// directory bound read-only at /awf and the repo overlay's upper and work
+// directories), roots/ (read-only binds of root filesystems) and lock.
+//
+// Cgroups: on cgroup v2 every sandbox gets a leaf under a dedicated parent
+// (HostConfig.CgroupParent, default "awf"), below the broker's own cgroup
+// when a service manager delegated it (the broker then moves itself into a
+// "supervisor" leaf), else below the root; memory.max, memory.swap.max=0,
+// pids.max, cpu.max and memory.oom.group=1 are set, and cgroup.kill ends a
+// timed-out sandbox. On hybrid hosts the v1 controllers are used, with
+// memory+swap equal to memory. CgroupMode reports which.
 package direct
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -155,4 +156,27 @@ func TestPrepareDeadline(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	e.assertIdle(t)
 	require.NoError(t, e.rt.Usable())
+}
+
+// TestUnreclaimableMarksUnusable plants a journal entry that cannot be
+// reclaimed: the sweep fails and the runtime fails closed from then on.
+func TestUnreclaimableMarksUnusable(t *testing.T) {
+	state := t.TempDir()
+	runID := newRunID()
+	rt, err := direct.Open(isolate.HostConfig{RunID: runID, StateDir: state})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	bogus := `{"kind":"sandbox","name":"awf-old-1","run_id":"old","container":"awf-old-1","scratch":"/etc","created":"2026-01-01T00:00:00Z"}`
+	require.NoError(t, os.WriteFile(filepath.Join(state, "journal", "awf-old-1.json"), []byte(bogus), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Error(t, rt.Sweep(ctx))
+	require.Error(t, rt.Usable())
+	o := rt.Run(ctx, isolate.Spec{Template: isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)},
+		Job: isolate.Job{Script: []byte(okScript)}})
+	assert.Equal(t, isolate.KindLaunchFailed, o.Kind)
+	_, err = rt.Prepare(ctx, isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)})
+	require.Error(t, err)
+	_, err = os.Stat("/etc/passwd")
+	require.NoError(t, err, "the sweep never touches paths outside its state dir")
 }

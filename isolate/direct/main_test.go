@@ -50,11 +50,18 @@ func runTests(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	testRootFS = filepath.Join(dir, "root")
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS}); err != nil {
+	digest, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "build test rootfs:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	// No sandbox may ever write into the shared root filesystem.
+	if _, err := rootfs.Verify(context.Background(), testRootFS, digest); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: the sandboxes changed the root filesystem:", err)
+		return 1
+	}
+	return code
 }
 
 // newRunID returns a fresh run id.
