@@ -284,6 +284,8 @@ answer({"clone": r1, "clone3": r2})
 			"The new mount API is reachable.", "", `sysc("open_tree", -100, b"/", 0)`),
 		syscallProbe("priv/pidfd-open", "Calls pidfd_open on its own pid.",
 			"pidfds are reachable: signals and fd theft across processes.", "", `sysc("pidfd_open", os.getpid(), 0)`),
+		syscallProbe("priv/memfd", "Creates an anonymous memory file with memfd_create.",
+			"Scripts can build executables in memory and run them without touching a noexec mount.", "", `sysc("memfd_create", b"awf-verify", 0)`),
 		syscallProbe("priv/mknod", "Creates a FIFO in /tmp with mknodat.",
 			"Device and FIFO nodes can be created.", "", `sysc("mknodat", -100, b"/tmp/awf-verify-node", 0o010600, 0)`),
 		{

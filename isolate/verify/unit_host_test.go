@@ -1,0 +1,228 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestCheckKernel(t *testing.T) {
+	cases := []struct {
+		rel  string
+		want Status
+	}{
+		{"6.18.44-fc-v769", Pass},
+		{"5.15.0-91-generic", Pass},
+		{"5.10.0-28-amd64", Warn},
+		{"5.4.0-1", Fail},
+		{"4.19.0", Fail},
+		{"garbage", Fail},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, checkKernel(tc.rel, "x86_64").Status, tc.rel)
+	}
+}
+
+func TestClassifyCgroup(t *testing.T) {
+	all := []string{"cpu", "cpuset", "io", "memory", "pids"}
+	cases := []struct {
+		name     string
+		f        cgroupFacts
+		mode     string
+		status   Status
+		evidence string
+	}{
+		{"v2 with a delegated parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu", "memory", "pids"}}, CgroupV2Delegated, Pass, "delegated"},
+		{"v2 with systemd's delegation mark", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true}, CgroupV2Delegated, Pass, "delegated"},
+		{"v2 without a parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf"}, CgroupV2, Warn, "not delegated"},
+		{"v2 parent without controllers", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu"}}, CgroupV2, Warn, "does not delegate"},
+		{"hybrid is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupHybrid, Warn, "deprecated v1 path"},
+		{"v1 is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupV1, Warn, "v1 only"},
+		{"a missing controller fails", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: []string{"cpu", "memory"}}, CgroupV2, Fail, "pids"},
+		{"no cgroup mount fails", cgroupFacts{RootMagic: 0x1234}, "none", Fail, "not a cgroup mount"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, mode := classifyCgroup(tc.f)
+			assert.Equal(t, tc.mode, mode)
+			assert.Equal(t, tc.status, r.Status, r.Evidence)
+			assert.Contains(t, r.Evidence, tc.evidence)
+		})
+	}
+}
+
+func TestCheckSeccompAndOpenat2(t *testing.T) {
+	full := []string{"kill_process", "kill_thread", "trap", "errno", "user_notif", "trace", "log", "allow"}
+	assert.Equal(t, Pass, checkSeccomp(full, "0").Status)
+	assert.Equal(t, Warn, checkSeccomp(full, "2").Status)
+	assert.Equal(t, Fail, checkSeccomp([]string{"allow", "errno"}, "0").Status)
+	assert.Equal(t, Fail, checkSeccomp(full, "").Status)
+	assert.Equal(t, Pass, checkOpenat2(nil).Status)
+	assert.Equal(t, Fail, checkOpenat2(unix.ENOSYS).Status)
+	require.NoError(t, tryOpenat2(), "this host supports openat2")
+}
+
+func TestCheckUsernsAndOverlay(t *testing.T) {
+	on := usernsFacts{MaxUserNS: "1000"}
+	off := usernsFacts{MaxUserNS: "1000", UnprivClone: "0"}
+	assert.True(t, on.enabled())
+	assert.False(t, off.enabled())
+	assert.False(t, usernsFacts{MaxUserNS: "0"}.enabled())
+	assert.Contains(t, checkUserns(on).Evidence, "enabled")
+	assert.Contains(t, checkUserns(off).Evidence, "disabled")
+	assert.Equal(t, Warn, checkOverlay(overlayFacts{}).Status)
+	assert.Equal(t, Pass, checkOverlay(overlayFacts{Available: true, Params: map[string]string{"index": "N"}}).Status)
+}
+
+func TestCredentialNames(t *testing.T) {
+	env := []string{"PATH=/bin", "GITHUB_TOKEN=x", "MY_API_KEY=y", "SSH_AUTH_SOCK=/s", "HOME=/root", "db_password=z", "GITHUB_TOKEN=dup"}
+	assert.Equal(t, []string{"GITHUB_TOKEN", "MY_API_KEY", "SSH_AUTH_SOCK", "db_password"}, credentialNames(env))
+	r := checkTokenEnv(env)
+	assert.Equal(t, Warn, r.Status)
+	assert.NotContains(t, r.Evidence, "=x", "values are never reported")
+	assert.Equal(t, Pass, checkTokenEnv([]string{"PATH=/bin"}).Status)
+}
+
+func TestCheckPrivateRoot(t *testing.T) {
+	root := func(mode os.FileMode) ancestorInfo { return ancestorInfo{Path: "/", Mode: mode} }
+	cases := []struct {
+		name string
+		anc  []ancestorInfo
+		want Status
+	}{
+		{"root-owned 0700 root", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o755}, {Path: "/var/awf", Mode: 0o700}}, Pass},
+		{"not created yet", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o755}}, Pass},
+		{"world-writable parent", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o777}}, Fail},
+		{"group-writable parent", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o775}}, Fail},
+		{"sticky world-writable parent", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o777 | os.ModeSticky}}, Warn},
+		{"parent owned by a user", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o755, UID: 1000}}, Fail},
+		{"symlinked parent", []ancestorInfo{root(0o755), {Path: "/var", Mode: os.ModeSymlink | 0o777}}, Fail},
+		{"root too open", []ancestorInfo{root(0o755), {Path: "/var", Mode: 0o755}, {Path: "/var/awf", Mode: 0o755}}, Fail},
+		{"stat error", []ancestorInfo{{Path: "/", Err: errors.New("boom")}}, Fail},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := checkPrivateRoot("/var/awf", tc.anc)
+			assert.Equal(t, tc.want, r.Status, r.Evidence)
+		})
+	}
+	// gatherAncestors on a real tree.
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	anc := gatherAncestors(filepath.Join(dir, "missing", "deeper"))
+	require.NotEmpty(t, anc)
+	assert.Equal(t, "/", anc[0].Path)
+	assert.Equal(t, dir, anc[len(anc)-1].Path)
+}
+
+// fakeEngine serves /version and /info on a Unix socket.
+func fakeEngine(t *testing.T, runtimes map[string]any) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"Version": "99.0.0"})
+	})
+	mux.HandleFunc("/info", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"Runtimes": runtimes})
+	})
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return sock
+}
+
+func TestDockerChecks(t *testing.T) {
+	ctx := context.Background()
+	sock := fakeEngine(t, map[string]any{"runc": map[string]any{}, "runsc": map[string]any{}})
+	r := checkDocker(ctx, sock)
+	assert.Equal(t, Pass, r.Status, r.Evidence)
+	assert.Contains(t, r.Evidence, "runsc registered")
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	assert.Equal(t, Warn, checkDocker(ctx, missing).Status)
+
+	h := checkEngineSockets(ctx, []string{missing, sock})
+	assert.Equal(t, Warn, h.Status)
+	assert.Contains(t, h.Evidence, sock)
+	assert.Equal(t, Pass, checkEngineSockets(ctx, []string{missing}).Status)
+
+	c := engineSocketCandidates("/x/docker.sock", []string{"DOCKER_HOST=unix:///y/d.sock", "DOCKER_HOST=tcp://1.2.3.4"})
+	assert.Contains(t, c, "/x/docker.sock")
+	assert.Contains(t, c, "/y/d.sock")
+	assert.Contains(t, c, "/var/run/docker.sock")
+}
+
+func TestCheckHostRuns(t *testing.T) {
+	facts, rs := CheckHost(context.Background(), HostOptions{PrivateRoot: "/var/lib/awf-verify-test-absent", Environ: []string{}})
+	assert.NotEmpty(t, facts.Kernel)
+	assert.NotEmpty(t, facts.CgroupMode)
+	ids := map[string]bool{}
+	for _, r := range rs {
+		ids[r.ID] = true
+		assert.Contains(t, []Status{Pass, Warn, Fail}, r.Status, r.ID)
+		assert.NotEmpty(t, r.Evidence, r.ID)
+	}
+	for _, id := range []string{"host/kernel", "host/cgroup", "host/overlayfs", "host/seccomp", "host/openat2", "host/userns", "host/runsc", "host/docker", "hazard/docker-sock", "hazard/token-env", "hazard/private-root"} {
+		assert.True(t, ids[id], id)
+	}
+}
+
+func TestReportExitAndRendering(t *testing.T) {
+	mk := func(checks []Status, rts ...RuntimeReport) *Report {
+		r := &Report{Version: ReportVersion}
+		for i, s := range checks {
+			r.Checks = append(r.Checks, Result{ID: "host/" + string(rune('a'+i)), Status: s})
+		}
+		r.Runtimes = rts
+		r.computeOK()
+		return r
+	}
+	pass := RuntimeReport{Name: "direct", Status: Pass}
+	fail := RuntimeReport{Name: "direct", Status: Fail}
+	blocked := RuntimeReport{Name: "gvisor", Status: Blocked, Reason: "runsc not found"}
+	blockedReq := RuntimeReport{Name: "gvisor", Status: Blocked, Required: true, Reason: "runsc not found"}
+	assert.Equal(t, 0, mk([]Status{Pass, Warn}, pass).ExitCode())
+	assert.Equal(t, 1, mk([]Status{Fail}, pass).ExitCode())
+	assert.Equal(t, 1, mk(nil, fail).ExitCode())
+	assert.Equal(t, 0, mk(nil, pass, blocked).ExitCode(), "BLOCKED that is not required does not fail")
+	assert.Equal(t, 1, mk(nil, pass, blockedReq).ExitCode(), "--require turns BLOCKED into failure")
+
+	rr := RuntimeReport{Name: "direct", Results: []Result{{ID: "a", Status: Pass}, {ID: "b", Status: Warn}, {ID: "c", Status: NotApplicable}}}
+	rr.finish(0)
+	assert.Equal(t, Warn, rr.Status)
+	assert.Equal(t, 1, rr.Summary[NotApplicable])
+
+	rep := mk([]Status{Warn}, rr, blocked)
+	var txt, js bytes.Buffer
+	require.NoError(t, rep.WriteText(&txt))
+	assert.Contains(t, txt.String(), "runtime gvisor: BLOCKED (not required")
+	assert.Contains(t, txt.String(), "verdict: PASS")
+	require.NoError(t, rep.WriteJSON(&js))
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	assert.EqualValues(t, ReportVersion, back["version"])
+	assert.Equal(t, true, back["ok"])
+}
+
+func TestBlockedReportListsEveryProbe(t *testing.T) {
+	rr := blockedReport("sbx", withMissing(traitsFor("sbx"), "no sbx"), Battery())
+	assert.Equal(t, Blocked, rr.Status)
+	assert.Len(t, rr.Results, len(Battery())+len(RuntimeChecks))
+	assert.Contains(t, rr.Reason, "network=none")
+	assert.Contains(t, rr.Reason, "no sbx")
+	for _, r := range rr.Results {
+		assert.Equal(t, Blocked, r.Status)
+	}
+}
