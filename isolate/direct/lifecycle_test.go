@@ -72,7 +72,10 @@ func TestFailsClosed(t *testing.T) {
 	relRoot.RootFS = "rootfs"
 	badRepo := e.template(t, "")
 	badRepo.Repo = "/nonexistent/repo"
-	for name, tpl := range map[string]isolate.Template{"nil policy": noPolicy, "bad limits": badLimits, "relative root": relRoot, "missing repo": badRepo} {
+	emptyRoot := e.template(t, "")
+	emptyRoot.RootFS = t.TempDir() // no mount points: init fails inside Start
+	for name, tpl := range map[string]isolate.Template{"nil policy": noPolicy, "bad limits": badLimits,
+		"relative root": relRoot, "missing repo": badRepo, "empty root": emptyRoot} {
 		_, err := e.rt.Prepare(ctx, tpl)
 		assert.Error(t, err, name)
 		o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{Script: []byte(okScript)}})
