@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -25,8 +27,58 @@ func benchSpec(b *testing.B) repoSpec {
 	return s
 }
 
-// benchSeed stages the mid-size repository once and returns its seed.
-func benchSeed(b *testing.B) string {
+// medianMs returns the median of ds in milliseconds.
+func medianMs(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
+}
+
+// timed runs f and returns how long it took.
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// BenchmarkStageVsGitClone stages one small repository over loopback HTTP
+// (clone, scrub, seal, verify, seed map) and, interleaved in the same
+// iteration, runs the peer: a plain `git clone --depth=1` of the same
+// repository from the same server with the credential in the URL and no
+// scrub, seal or verification. It reports both medians and their ratio.
+func BenchmarkStageVsGitClone(b *testing.B) {
+	token := "tok_" + randHex(b, 16)
+	srv := newGitServer(b, token)
+	work, _ := makeWorkRepo(b, defaultSpec("bench"))
+	srv.add(b, "acme/small", work)
+	url := "http://x:" + token + "@" + srv.URL[len("http://"):] + "/acme/small.git"
+	base := b.TempDir()
+	var stage, clone []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		root := filepath.Join(base, fmt.Sprint(i))
+		require.NoError(b, os.Mkdir(root, 0o700))
+		stage = append(stage, timed(func() {
+			_, err := Stage(context.Background(), Options{PrivateRoot: root, RunID: randHex(b, 16), Token: token, ServerURL: srv.URL},
+				[]Repo{{Slug: "acme/small", Sensitivity: "public"}})
+			require.NoError(b, err)
+		}))
+		clone = append(clone, timed(func() {
+			tgit(b, base, "clone", "-q", "--depth=1", "--single-branch", "--no-tags", url, fmt.Sprintf("c%d", i))
+		}))
+		require.NoError(b, Release(context.Background(), root))
+	}
+	b.StopTimer()
+	b.ReportMetric(medianMs(stage), "stage-ms")
+	b.ReportMetric(medianMs(clone), "clone-ms")
+	b.ReportMetric(medianMs(stage)/medianMs(clone), "stage/clone")
+}
+
+// BenchmarkCopyTreeVsCpA copies a staged 16 MiB, 2,000-file seed with
+// CopyTree and, interleaved, with the peer `cp -a` (path-based, no checks),
+// and walks it with VerifyReadOnly. It reports the three medians and the
+// CopyTree/cp ratio.
+func BenchmarkCopyTreeVsCpA(b *testing.B) {
 	token := "tok_" + randHex(b, 16)
 	srv := newGitServer(b, token)
 	work, _ := makeWorkRepo(b, benchSpec(b))
@@ -35,81 +87,26 @@ func benchSeed(b *testing.B) string {
 	seeds, err := Stage(context.Background(), Options{PrivateRoot: root, RunID: randHex(b, 16), Token: token, ServerURL: srv.URL},
 		[]Repo{{Slug: "acme/bench", Sensitivity: "public"}})
 	require.NoError(b, err)
-	return seeds[0].Dir
-}
-
-// BenchmarkStageSmallRepo stages one small repository over loopback HTTP:
-// clone, scrub, seal, verify, seed map. Peer: BenchmarkGitCloneSmallRepo.
-func BenchmarkStageSmallRepo(b *testing.B) {
-	token := "tok_" + randHex(b, 16)
-	srv := newGitServer(b, token)
-	work, _ := makeWorkRepo(b, defaultSpec("bench"))
-	srv.add(b, "acme/small", work)
+	seed := seeds[0].Dir
 	base := b.TempDir()
+	var cpt, cpa, verify []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		root := filepath.Join(base, fmt.Sprint(i))
-		require.NoError(b, os.Mkdir(root, 0o700))
-		_, err := Stage(context.Background(), Options{PrivateRoot: root, RunID: randHex(b, 16), Token: token, ServerURL: srv.URL},
-			[]Repo{{Slug: "acme/small", Sensitivity: "public"}})
-		require.NoError(b, err)
+		d1, d2 := filepath.Join(base, fmt.Sprint("t", i)), filepath.Join(base, fmt.Sprint("a", i))
+		cpt = append(cpt, timed(func() {
+			require.NoError(b, CopyTree(context.Background(), seed, d1, CopyLimits{Writable: true}))
+		}))
+		cpa = append(cpa, timed(func() {
+			out, err := exec.Command("cp", "-a", seed, d2).CombinedOutput()
+			require.NoError(b, err, "%s", out)
+		}))
+		verify = append(verify, timed(func() { require.NoError(b, VerifyReadOnly(context.Background(), seed)) }))
+		require.NoError(b, os.RemoveAll(d1))
+		require.NoError(b, os.RemoveAll(d2))
 	}
 	b.StopTimer()
-	require.NoError(b, Release(context.Background(), base))
-}
-
-// BenchmarkGitCloneSmallRepo is the peer of BenchmarkStageSmallRepo: a bare
-// `git clone --depth=1` of the same repository from the same server, with the
-// credential in the URL, and no scrub, seal or verification.
-func BenchmarkGitCloneSmallRepo(b *testing.B) {
-	token := "tok_" + randHex(b, 16)
-	srv := newGitServer(b, token)
-	work, _ := makeWorkRepo(b, defaultSpec("bench"))
-	srv.add(b, "acme/small", work)
-	url := "http://x:" + token + "@" + srv.URL[len("http://"):] + "/acme/small.git"
-	base := b.TempDir()
-	b.ResetTimer()
-	for i := range b.N {
-		tgit(b, base, "clone", "-q", "--depth=1", "--single-branch", "--no-tags", url, fmt.Sprint(i))
-	}
-}
-
-// BenchmarkCopyTreeMidSeed copies a 16 MiB, 2,000-file seed. Peer:
-// BenchmarkCpAMidSeed.
-func BenchmarkCopyTreeMidSeed(b *testing.B) {
-	seed := benchSeed(b)
-	base := b.TempDir()
-	b.ResetTimer()
-	for i := range b.N {
-		dst := filepath.Join(base, fmt.Sprint(i))
-		require.NoError(b, CopyTree(context.Background(), seed, dst, CopyLimits{Writable: true}))
-		b.StopTimer()
-		require.NoError(b, os.RemoveAll(dst))
-		b.StartTimer()
-	}
-}
-
-// BenchmarkCpAMidSeed is the peer of BenchmarkCopyTreeMidSeed: `cp -a` of the
-// same seed (path-based, follows nothing, no checks).
-func BenchmarkCpAMidSeed(b *testing.B) {
-	seed := benchSeed(b)
-	base := b.TempDir()
-	b.ResetTimer()
-	for i := range b.N {
-		dst := filepath.Join(base, fmt.Sprint(i))
-		out, err := exec.Command("cp", "-a", seed, dst).CombinedOutput()
-		require.NoError(b, err, "%s", out)
-		b.StopTimer()
-		require.NoError(b, os.RemoveAll(dst))
-		b.StartTimer()
-	}
-}
-
-// BenchmarkVerifyReadOnlyMidSeed walks the 2,000-file seed with openat2.
-func BenchmarkVerifyReadOnlyMidSeed(b *testing.B) {
-	seed := benchSeed(b)
-	b.ResetTimer()
-	for range b.N {
-		require.NoError(b, VerifyReadOnly(context.Background(), seed))
-	}
+	b.ReportMetric(medianMs(cpt), "copytree-ms")
+	b.ReportMetric(medianMs(cpa), "cp-a-ms")
+	b.ReportMetric(medianMs(cpt)/medianMs(cpa), "copytree/cp")
+	b.ReportMetric(medianMs(verify), "verify-ms")
 }

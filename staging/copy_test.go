@@ -186,6 +186,7 @@ func filepathWalkLstat(dir string, fn func(string, *unix.Stat_t)) error {
 // outside directory while copies run: whatever the interleaving, a copy either
 // fails or holds no byte from outside.
 func TestCopyTreeRaceNeverEscapes(t *testing.T) {
+	t.Parallel()
 	src, outside := copySource(t)
 	victim := filepath.Join(src, "d1")
 	parked := filepath.Join(filepath.Dir(src), "parked")
@@ -239,6 +240,7 @@ func TestCopyTreeHonoursCancellation(t *testing.T) {
 // copy (reads, git log/grep, edits, commits) and checks the seed's tree hash
 // never changes.
 func TestSeedsStayByteIdentical(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/stable", defaultSpec("stable"))
 	seeds, err := Stage(context.Background(), f.opts(), []Repo{{Slug: "acme/stable", Sensitivity: "public"}})
 	require.NoError(t, err)

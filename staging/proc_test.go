@@ -83,6 +83,7 @@ func (s *procScanner) finish() []string {
 // while several repositories are staged over authenticated HTTP, then scans
 // the seeds and the private root.
 func TestTokenNeverVisibleInProc(t *testing.T) {
+	t.Parallel()
 	token := "tok_" + randHex(t, 24)
 	srv := newGitServer(t, token)
 	var repos []Repo
@@ -123,6 +124,7 @@ func TestTokenNeverVisibleInProc(t *testing.T) {
 // TestStageTwentyReposReportsProgress stages 20 repositories and checks one
 // progress line per repository with its commit and duration.
 func TestStageTwentyReposReportsProgress(t *testing.T) {
+	t.Parallel()
 	token := "tok_" + randHex(t, 16)
 	srv := newGitServer(t, token)
 	var repos []Repo

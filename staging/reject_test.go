@@ -25,6 +25,7 @@ func requireRule(t *testing.T, err error, rule string) {
 // TestStageRejectsCraftedRemoteRepositories serves each crafted repository
 // over authenticated smart HTTP and checks Stage rejects it and leaves nothing.
 func TestStageRejectsCraftedRemoteRepositories(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		spec repoSpec
@@ -49,6 +50,7 @@ func TestStageRejectsCraftedRemoteRepositories(t *testing.T) {
 // TestStageRejectsCraftedLocalSources crafts pre-provisioned clones that
 // break one rule each.
 func TestStageRejectsCraftedLocalSources(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		craft func(t *testing.T, work string) string // returns the source path
@@ -146,6 +148,7 @@ func makeSocket(t *testing.T, p string) {
 // TestScrubSeedRejects applies the post-clone scrub to a fresh clone that is
 // then crafted, for the rules git itself would never let a clone break.
 func TestScrubSeedRejects(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		craft func(t *testing.T, seed string)

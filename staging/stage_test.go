@@ -77,6 +77,7 @@ func runAs65534(t *testing.T, dir string, args ...string) string {
 }
 
 func TestStageOverHTTPWithToken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/widgets", defaultSpec("m1"))
 	var events []Event
 	o := f.opts()
@@ -161,6 +162,7 @@ func tgitRO(t *testing.T, dir string, args ...string) string {
 }
 
 func TestStageFailsClosedWithoutTheRightToken(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, token string }{
 		{"wrong token", "tok_wrong_" + randHex(t, 8)},
 		{"no token", ""},
@@ -194,6 +196,7 @@ func TestStageRightTokenWorksWhereWrongFails(t *testing.T) {
 }
 
 func TestStageCleansUpEverythingOnFailure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/one", defaultSpec("1"))
 	w2, _ := makeWorkRepo(t, defaultSpec("2"))
 	f.srv.add(t, "acme/two", w2)
@@ -212,6 +215,7 @@ func TestStageCleansUpEverythingOnFailure(t *testing.T) {
 }
 
 func TestStageRefusesLeftovers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/one", defaultSpec("1"))
 	repos := []Repo{{Slug: "acme/one", Sensitivity: "public"}}
 
@@ -260,6 +264,7 @@ func TestStageOneRefusesAnExistingSeedDir(t *testing.T) {
 }
 
 func TestStageRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/one", defaultSpec("1"))
 	ok := Repo{Slug: "acme/one", Sensitivity: "public"}
 	open := filepath.Join(t.TempDir(), "open")
@@ -303,6 +308,7 @@ func TestStageRejectsBadOptions(t *testing.T) {
 }
 
 func TestStageRefs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/refs", defaultSpec("head"))
 	first := tgit(t, f.work, "rev-parse", "HEAD~1")
 	tgit(t, f.work, "tag", "-a", "-m", "v1", "v1.0", first)
@@ -334,6 +340,7 @@ func TestStageRefs(t *testing.T) {
 }
 
 func TestStageLocalSource(t *testing.T) {
+	t.Parallel()
 	work, commit := makeWorkRepo(t, defaultSpec("local"))
 	// A pre-provisioned clone whose configuration carries credentials.
 	tgit(t, work, "remote", "add", "origin", "https://user:local-secret@example.com/acme/x.git")
@@ -421,6 +428,7 @@ func TestGitEnvironmentIsCompleteAndMinimal(t *testing.T) {
 }
 
 func TestLoadSeedsRechecksEverySeed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "acme/one", defaultSpec("1"))
 	w2, _ := makeWorkRepo(t, defaultSpec("2"))
 	f.srv.add(t, "acme/two", w2)
@@ -449,6 +457,7 @@ func TestLoadSeedsRechecksEverySeed(t *testing.T) {
 }
 
 func TestStageGitTimeoutKillsEverything(t *testing.T) {
+	t.Parallel()
 	// A server that accepts and never answers.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
