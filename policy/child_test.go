@@ -268,7 +268,10 @@ func holdChild(t *testing.T) (int, func() childResult) {
 	}
 	t.Cleanup(func() { finish() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "child did not report its thread id; stderr: %s", errb.String())
+	if err != nil {
+		res := finish() // reads stderr only once the child is gone
+		t.Fatalf("child did not report its thread id: %v; %s", err, res)
+	}
 	tid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	return tid, finish
