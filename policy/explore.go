@@ -133,9 +133,15 @@ func describePath(trace []branch, label func(word int, v uint32) string) (string
 		mask uint32
 	}
 	eq := map[wm]bool{}
+	// fullEq holds the value of each word tested "== K" without a mask, so
+	// the two halves of a 64-bit equality read as one comparison.
+	fullEq := map[int]uint32{}
 	for _, b := range trace {
 		if b.op == bpfJEQ && b.taken {
 			eq[wm{b.word, b.mask}] = true
+			if b.mask == 0xffffffff {
+				fullEq[b.word] = b.k
+			}
 		}
 	}
 	var parts []string
@@ -146,6 +152,20 @@ func describePath(trace []branch, label func(word int, v uint32) string) (string
 			continue
 		}
 		s, ok := describeBranch(b, label)
+		if b.op == bpfJEQ && b.taken && b.mask == 0xffffffff && b.word >= 4 {
+			lo, hi := b.word&^1, b.word|1
+			loV, hasLo := fullEq[lo]
+			hiV, hasHi := fullEq[hi]
+			if hasLo && hasHi {
+				if b.word == hi {
+					continue // described with the low half
+				}
+				s = fmt.Sprintf("%s == %#x", wordName(lo), uint64(hiV)<<32|uint64(loV))
+				if l := label(lo, loV); l != "" && hiV == 0 {
+					s += " (" + l + ")"
+				}
+			}
+		}
 		if !ok || seen[s] {
 			continue
 		}
