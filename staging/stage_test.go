@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -478,4 +479,64 @@ func TestStageGitTimeoutKillsEverything(t *testing.T) {
 		assert.NotContains(t, string(b), ln.Addr().String(), p)
 		assert.NotContains(t, string(b), root, p)
 	}
+}
+
+func TestStageSHA256Repository(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join(t.TempDir(), "src")
+	tgit(t, "", "init", "-q", "--object-format=sha256", src)
+	writeFile(t, filepath.Join(src, "a.txt"), "sha256 needle\n", 0o644)
+	tgit(t, src, "add", "-A")
+	tgit(t, src, "commit", "-q", "-m", "one")
+	commit := tgit(t, src, "rev-parse", "HEAD")
+	require.Len(t, commit, 64)
+	root := newPrivateRoot(t)
+	seeds, err := Stage(context.Background(), Options{PrivateRoot: root, RunID: randHex(t, 16)},
+		[]Repo{{Slug: "acme/sha256", Sensitivity: "internal", Source: src}})
+	require.NoError(t, err)
+	assert.Equal(t, commit, seeds[0].Commit)
+	cfg, err := os.ReadFile(filepath.Join(seeds[0].Dir, ".git", "config"))
+	require.NoError(t, err)
+	assert.Equal(t, string(minimalConfig("sha256")), string(cfg))
+	assert.Contains(t, tgitRO(t, seeds[0].Dir, "grep", "needle"), "a.txt")
+	loaded, err := LoadSeeds(context.Background(), root)
+	require.NoError(t, err)
+	assert.Equal(t, seeds, loaded)
+}
+
+func TestStageRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	// The target records every request it receives.
+	var hits atomic.Int64
+	target := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	token := "tok_" + randHex(t, 12)
+	for _, authFirst := range []bool{false, true} {
+		redirector := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, pass, ok := r.BasicAuth(); authFirst && (!ok || pass != token) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="x"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			http.Redirect(w, r, target+r.URL.Path+"?"+r.URL.RawQuery, http.StatusMovedPermanently)
+		}))
+		root := newPrivateRoot(t)
+		_, err := Stage(context.Background(), Options{PrivateRoot: root, RunID: randHex(t, 16), Token: token, ServerURL: redirector},
+			[]Repo{{Slug: "acme/moved", Sensitivity: "public"}})
+		require.Error(t, err)
+		assert.Empty(t, listDir(t, root))
+	}
+	assert.Zero(t, hits.Load(), "a redirect is never followed, so the credential never reaches another host")
+}
+
+// newLoopbackServer serves h on 127.0.0.1 and returns its base URL.
+func newLoopbackServer(t *testing.T, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }
