@@ -28,9 +28,10 @@ json.dump({"files": len(os.listdir("repo"))}, open("out", "w"))
 `
 
 // BenchmarkRuntimes runs the same script end to end (prepare, run, read,
-// destroy) through the direct, gvisor and docker runtimes, side by side in
-// one run, each over the same rootfs, seed and policy. Each reports its
-// median latency and the median of each phase.
+// destroy) through the direct, gvisor and docker runtimes over the same
+// rootfs, seed and policy. The three are interleaved within each iteration,
+// so that load on the machine hits them alike. It reports each runtime's
+// median and the ratios of the medians to direct's.
 func BenchmarkRuntimes(b *testing.B) {
 	seed := filepath.Join(b.TempDir(), "seed")
 	require.NoError(b, os.MkdirAll(filepath.Join(seed, "src"), 0o755))
@@ -45,47 +46,49 @@ func BenchmarkRuntimes(b *testing.B) {
 			_ = os.Remove(d)
 		}
 	})
+	names := []string{"direct", "gvisor", "docker"}
 	open := map[string]func(isolate.HostConfig) (isolate.Runtime, error){
 		"direct": direct.New,
 		"gvisor": gvisor.New,
 		"docker": New,
 	}
-	for _, name := range []string{"direct", "gvisor", "docker"} {
-		b.Run(name, func(b *testing.B) {
-			runID := randomID(b)
-			rt, err := open[name](isolate.HostConfig{
-				RunID: runID, StateDir: b.TempDir(), CgroupParent: "awf-bench", DockerSocket: testSocket,
-			})
-			require.NoError(b, err)
-			ctx := context.Background()
-			require.NoError(b, rt.Probe(ctx), "runtime %s", name)
-			b.Cleanup(func() {
-				require.NoError(b, rt.Sweep(context.Background()))
-				require.NoError(b, rt.Close())
-			})
-			tpl := isolate.Template{RunID: runID, RootFS: testRoot, Repo: seed, Limits: isolate.DefaultLimits(), Policy: pol}
-			// One untimed run warms caches (for docker: the rootfs image).
-			o := rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "warm", Script: []byte(benchScript)}})
-			require.Equal(b, isolate.KindOK, o.Kind, "%s: %s %s", name, o.Detail, o.Stderr)
-			var total, prep, start, run, destroy []time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				o := rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
-				total = append(total, time.Since(t0))
-				if o.Kind != isolate.KindOK {
-					b.Fatalf("%s: outcome %s: %s %s", name, o.Kind, o.Detail, o.Stderr)
-				}
-				prep = append(prep, o.Timings.Prepare)
-				start = append(start, o.Timings.Start)
-				run = append(run, o.Timings.Run)
-				destroy = append(destroy, o.Timings.Destroy)
-			}
-			report(b, "median-ms", total)
-			report(b, "prepare-ms", prep)
-			report(b, "start-ms", start)
-			report(b, "run-ms", run)
-			report(b, "destroy-ms", destroy)
+	ctx := context.Background()
+	rts := map[string]isolate.Runtime{}
+	tpls := map[string]isolate.Template{}
+	for _, name := range names {
+		runID := randomID(b)
+		rt, err := open[name](isolate.HostConfig{
+			RunID: runID, StateDir: b.TempDir(), CgroupParent: "awf-bench", DockerSocket: testSocket,
 		})
+		require.NoError(b, err)
+		require.NoError(b, rt.Probe(ctx), "runtime %s", name)
+		b.Cleanup(func() {
+			require.NoError(b, rt.Sweep(context.Background()))
+			require.NoError(b, rt.Close())
+		})
+		rts[name] = rt
+		tpls[name] = isolate.Template{RunID: runID, RootFS: testRoot, Repo: seed, Limits: isolate.DefaultLimits(), Policy: pol}
+		// One untimed run warms caches (for docker: the rootfs image).
+		o := rt.Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "warm", Script: []byte(benchScript)}})
+		require.Equal(b, isolate.KindOK, o.Kind, "%s: %s %s", name, o.Detail, o.Stderr)
+	}
+	total := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, name := range names {
+			t0 := time.Now()
+			o := rts[name].Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
+			total[name] = append(total[name], time.Since(t0))
+			if o.Kind != isolate.KindOK {
+				b.Fatalf("%s: outcome %s: %s %s", name, o.Kind, o.Detail, o.Stderr)
+			}
+		}
+	}
+	for _, name := range names {
+		report(b, name+"-ms", total[name])
+	}
+	if d := median(total["direct"]); d > 0 {
+		b.ReportMetric(float64(median(total["gvisor"]))/float64(d), "gvisor/direct")
+		b.ReportMetric(float64(median(total["docker"]))/float64(d), "docker/direct")
 	}
 }
 
@@ -94,7 +97,15 @@ func report(b *testing.B, unit string, ds []time.Duration) {
 	if len(ds) == 0 {
 		return
 	}
+	b.ReportMetric(float64(median(ds))/float64(time.Millisecond), unit)
+}
+
+// median returns the median of ds, or 0 for none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	b.ReportMetric(float64(s[len(s)/2])/float64(time.Millisecond), unit)
+	return s[len(s)/2]
 }
