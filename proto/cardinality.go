@@ -191,6 +191,9 @@ func exactSmall(n *node) uint64 {
 }
 
 func exact(n *node) *big.Int {
+	if bitBound(n) <= 63 {
+		return new(big.Int).SetUint64(exactSmall(n))
+	}
 	switch n.kind {
 	case kindObject, kindTuple:
 		acc := big.NewInt(1)

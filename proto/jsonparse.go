@@ -321,7 +321,7 @@ func (p *parser) appendStr(dst []byte) ([]byte, error) {
 
 // dupIndexThreshold is the member count above which duplicate keys are found
 // with a map instead of a linear scan.
-const dupIndexThreshold = 16
+const dupIndexThreshold = 32
 
 func (p *parser) object(depth int) (Value, error) {
 	p.pos++

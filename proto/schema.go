@@ -80,8 +80,46 @@ func SchemaFromValue(v Value) (*Schema, error) {
 // MaxSchemaBytes): input key order, no whitespace. The caller owns the slice.
 func (s *Schema) Compact() []byte { return s.text.AppendCompact(nil) }
 
+// builder validates a schema tree. Nodes, names and child lists are carved
+// from slabs; a full slab is replaced, never grown, so pointers into it stay
+// valid.
 type builder struct {
-	nodes int
+	nodes    int
+	strSeen  map[string]int // scratch for enum duplicate checks, reused
+	intSeen  map[int64]int
+	nodeSlab []node
+	nameSlab []string
+	kidSlab  []*node
+}
+
+// newNode returns a node from the slab, allocated in chunks of 16.
+func (b *builder) newNode(n node) *node {
+	if len(b.nodeSlab) == cap(b.nodeSlab) {
+		b.nodeSlab = make([]node, 0, 16)
+	}
+	b.nodeSlab = append(b.nodeSlab, n)
+	return &b.nodeSlab[len(b.nodeSlab)-1]
+}
+
+// lists returns a names slice (if withNames) and a children slice of length
+// n, carved from slabs sized for the whole schema.
+func (b *builder) lists(n int, withNames bool) ([]string, []*node) {
+	if cap(b.kidSlab)-len(b.kidSlab) < n {
+		// Lists are reserved before their children are checked, so nested
+		// reservations can exceed the node limit; start a fresh slab then.
+		b.kidSlab = make([]*node, 0, max(n, MaxSchemaNodes))
+	}
+	kids := b.kidSlab[len(b.kidSlab) : len(b.kidSlab)+n : len(b.kidSlab)+n]
+	b.kidSlab = b.kidSlab[:len(b.kidSlab)+n]
+	if !withNames {
+		return nil, kids
+	}
+	if cap(b.nameSlab)-len(b.nameSlab) < n {
+		b.nameSlab = make([]string, 0, max(n, MaxSchemaNodes))
+	}
+	names := b.nameSlab[len(b.nameSlab) : len(b.nameSlab)+n : len(b.nameSlab)+n]
+	b.nameSlab = b.nameSlab[:len(b.nameSlab)+n]
+	return names, kids
 }
 
 func schemaErr(format string, args ...any) *locError {
@@ -184,9 +222,9 @@ func (b *builder) build(v Value, depth int) (*node, *locError) {
 		if err := checkLiteral(lit); err != nil {
 			return nil, err.at(key("value"))
 		}
-		return &node{kind: kindConst, lit: lit}, nil
+		return b.newNode(node{kind: kindConst, lit: lit}), nil
 	case "boolean":
-		return &node{kind: kindBoolean}, nil
+		return b.newNode(node{kind: kindBoolean}), nil
 	case "enum":
 		return b.enum(v)
 	case "integer":
@@ -244,15 +282,15 @@ func (b *builder) enum(v Value) (*node, *locError) {
 			return nil, schemaErr("enum values must all have one JSON type: value 0 is %s, this one is %s", first, m.Value.kind).at(at, index(i))
 		}
 	}
-	if i, j := findDuplicate(vals.kids); i >= 0 {
+	if i, j := b.findDuplicate(vals.kids); i >= 0 {
 		return nil, schemaErr("enum value duplicates value %d", i).at(at, index(j))
 	}
-	return &node{kind: kindEnum, values: vals.kids}, nil
+	return b.newNode(node{kind: kindEnum, values: vals.kids}), nil
 }
 
 // findDuplicate returns the indexes of the first repeated literal, or -1, -1.
 // All items have one kind (checked before).
-func findDuplicate(items []Member) (int, int) {
+func (b *builder) findDuplicate(items []Member) (int, int) {
 	if len(items) <= 16 || items[0].Value.kind == KindNull || items[0].Value.kind == KindBool {
 		for j := range items {
 			for i := 0; i < j; i++ {
@@ -264,7 +302,11 @@ func findDuplicate(items []Member) (int, int) {
 		return -1, -1
 	}
 	if items[0].Value.kind == KindString {
-		seen := make(map[string]int, len(items))
+		if b.strSeen == nil {
+			b.strSeen = make(map[string]int, len(items))
+		}
+		seen := b.strSeen
+		clear(seen)
 		for j, m := range items {
 			if i, ok := seen[m.Value.s]; ok {
 				return i, j
@@ -273,7 +315,11 @@ func findDuplicate(items []Member) (int, int) {
 		}
 		return -1, -1
 	}
-	seen := make(map[int64]int, len(items))
+	if b.intSeen == nil {
+		b.intSeen = make(map[int64]int, len(items))
+	}
+	seen := b.intSeen
+	clear(seen)
 	for j, m := range items {
 		if i, ok := seen[m.Value.n]; ok {
 			return i, j
@@ -295,7 +341,7 @@ func (b *builder) integer(v Value) (*node, *locError) {
 	if hi.n < lo.n {
 		return nil, schemaErr("integer maximum %d is less than minimum %d", hi.n, lo.n)
 	}
-	return &node{kind: kindInteger, min: lo.n, max: hi.n}, nil
+	return b.newNode(node{kind: kindInteger, min: lo.n, max: hi.n}), nil
 }
 
 // named builds an object (fields) or union (variants): every name is checked
@@ -316,7 +362,8 @@ func (b *builder) named(v Value, typ string, depth int) (*node, *locError) {
 	if len(m.kids) > limit {
 		return nil, schemaErr("%s schema declares %d %s; the maximum is %d", typ, len(m.kids), whats, limit).at(at)
 	}
-	n := &node{kind: kind, names: make([]string, len(m.kids)), kids: make([]*node, len(m.kids))}
+	names, kids := b.lists(len(m.kids), true)
+	n := b.newNode(node{kind: kind, names: names, kids: kids})
 	for i, f := range m.kids {
 		if p := identifierProblem(f.Key); p != "" {
 			return nil, schemaErr("%s %q %s", what, f.Key, p).at(at)
@@ -345,7 +392,8 @@ func (b *builder) tuple(v Value, depth int) (*node, *locError) {
 	if len(items.kids) > MaxTupleItems {
 		return nil, schemaErr("tuple declares %d items; the maximum is %d", len(items.kids), MaxTupleItems).at(at)
 	}
-	n := &node{kind: kindTuple, kids: make([]*node, len(items.kids))}
+	_, kids := b.lists(len(items.kids), false)
+	n := b.newNode(node{kind: kindTuple, kids: kids})
 	for i, it := range items.kids {
 		kid, err := b.build(it.Value, depth+1)
 		if err != nil {
@@ -369,5 +417,7 @@ func (b *builder) array(v Value, depth int) (*node, *locError) {
 	if err != nil {
 		return nil, err.at(key("items"))
 	}
-	return &node{kind: kindArray, kids: []*node{kid}, length: int(l.n)}, nil
+	_, kids := b.lists(1, false)
+	kids[0] = kid
+	return b.newNode(node{kind: kindArray, kids: kids, length: int(l.n)}), nil
 }

@@ -176,3 +176,19 @@ func TestChargeForCardinality(t *testing.T) {
 	assert.Equal(t, int64(0), proto.CeilLog2(big.NewInt(1)))
 	assert.Equal(t, int64(10), proto.CeilLog2(big.NewInt(1000)))
 }
+
+func TestParseSchemaWideNestingHitsNodeLimit(t *testing.T) {
+	// Every level declares 16 children before the first is checked: the
+	// declared lists far exceed 64 entries long before 65 nodes exist.
+	inner := boolean
+	for i := 0; i < 6; i++ {
+		items := make([]string, 16)
+		for j := range items {
+			items[j] = boolean
+		}
+		items[0] = inner
+		inner = `{"type":"tuple","items":[` + strings.Join(items, ",") + `]}`
+	}
+	_, err := proto.ParseSchema([]byte(inner))
+	require.ErrorContains(t, err, "more than the maximum of 64 nodes")
+}
