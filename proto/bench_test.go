@@ -3,6 +3,7 @@ package proto_test
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,4 +153,48 @@ func BenchmarkCheckResult8KTree(b *testing.B) {
 	s, out := benchResult(b)
 	b.SetBytes(int64(len(out)))
 	loop(b, func() error { _, _, _, err := s.CheckResultPaths(out); return err })
+}
+
+// BenchmarkSideBySide runs, within each iteration, CheckResult, both of its
+// paths in full (the cost bound of a declined result), encoding/json on the
+// same 8 KiB result, and ParseSchema on the 4 KiB schema, so
+// that load from elsewhere on a shared machine hits all of them alike. It
+// reports the median wall time of each (µs) and the ratio of encoding/json to
+// CheckResult.
+func BenchmarkSideBySide(b *testing.B) {
+	s, out := benchResult(b)
+	src := benchSchema(b)
+	variants := []struct {
+		name string
+		op   func() error
+	}{
+		{"check-us", func() error { _, err := s.CheckResult(out); return err }},
+		{"both-us", func() error { _, _, _, err := s.CheckResultPaths(out); return err }},
+		{"schema-us", func() error { _, err := proto.ParseSchema(src); return err }},
+		{"encjson-us", func() error {
+			var v any
+			if err := json.Unmarshal(out, &v); err != nil {
+				return err
+			}
+			_, err := json.Marshal(v)
+			return err
+		}},
+	}
+	samples := make([][]float64, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			t0 := time.Now()
+			if err := v.op(); err != nil {
+				b.Fatal(err)
+			}
+			samples[i] = append(samples[i], float64(time.Since(t0).Nanoseconds())/1e3)
+		}
+	}
+	med := make([]float64, len(variants))
+	for i, v := range variants {
+		sort.Float64s(samples[i])
+		med[i] = samples[i][len(samples[i])/2]
+		b.ReportMetric(med[i], v.name)
+	}
+	b.ReportMetric(med[3]/med[0], "encjson/check")
 }
