@@ -79,15 +79,16 @@ func List(parent string) ([]string, error) {
 }
 
 var (
-	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,127}$`)
+	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 )
 
-// ValidID checks a run or invocation id: lower-case letters, digits and
-// dashes, at most 64 characters. Ids end up in names, labels and paths.
+// ValidID checks a run or invocation id: 1 to 64 letters, digits, '_', '.'
+// or '-', starting with a letter or digit. Ids end up in names, labels and
+// paths.
 func ValidID(kind, id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%s id %q: want 1-64 of [a-z0-9-], starting with a letter or digit", kind, id)
+		return fmt.Errorf("%s id %q: want 1-64 of [A-Za-z0-9_.-], starting with a letter or digit", kind, id)
 	}
 	return nil
 }
