@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/awf-project/awf/proto"
@@ -23,13 +24,25 @@ func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{origin: time.N
 // Now returns the monotonic time since the clock was created.
 func (c *MonotonicClock) Now() time.Duration { return time.Since(c.origin) }
 
+// spinWindow is how early the timer fires before a boundary; the rest is
+// waited for by yielding, so that ordinary timer and scheduler latency does
+// not push the wake past the tolerance.
+const spinWindow = 2 * time.Millisecond
+
 // Sleep waits for d or until ctx is done.
 func (c *MonotonicClock) Sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	target := c.Now() + d
+	if d > spinWindow {
+		t := time.NewTimer(d - spinWindow)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+	for c.Now() < target && ctx.Err() == nil {
+		runtime.Gosched()
 	}
 }
 
