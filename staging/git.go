@@ -87,6 +87,20 @@ func newGitRunner(c *credentials, timeout time.Duration, secret string) (*gitRun
 	return &gitRunner{bin: bin, env: env, timeout: timeout, secret: secret}, nil
 }
 
+// anonymous returns a runner that never offers the credential: its askpass
+// helper is /bin/false.
+func (g *gitRunner) anonymous() *gitRunner {
+	c := *g
+	c.env = make([]string, 0, len(g.env))
+	for _, kv := range g.env {
+		if strings.HasPrefix(kv, "GIT_ASKPASS=") {
+			kv = "GIT_ASKPASS=/bin/false"
+		}
+		c.env = append(c.env, kv)
+	}
+	return &c
+}
+
 // lookGit finds git on the fixed search path only.
 func lookGit() (string, error) {
 	for _, dir := range strings.Split(gitPath, ":") {

@@ -540,3 +540,29 @@ func newLoopbackServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+func TestStageOffersTheTokenOnlyToTheServerHost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "acme/home", defaultSpec("home"))
+	// Another host (another port on loopback) that demands the same token.
+	other := newGitServer(t, f.token)
+	w, _ := makeWorkRepo(t, defaultSpec("other"))
+	other.add(t, "mirror/x", w)
+	var auth atomic.Int64
+	spy := newLoopbackServer(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			auth.Add(1)
+		}
+		rw.Header().Set("WWW-Authenticate", `Basic realm="x"`)
+		rw.WriteHeader(http.StatusUnauthorized)
+	}))
+	for _, src := range []string{other.URL + "/mirror/x.git", spy + "/mirror/x.git"} {
+		_, err := Stage(context.Background(), f.opts(), []Repo{{Slug: "mirror/x", Sensitivity: "public", Source: src}})
+		require.Error(t, err, src)
+		assert.Empty(t, listDir(t, f.root))
+	}
+	assert.Zero(t, auth.Load(), "no credential was sent to another host")
+	// A source on the server host itself gets the token.
+	_, err := Stage(context.Background(), f.opts(), []Repo{{Slug: "mirror/home", Sensitivity: "public", Source: f.srv.URL + "/acme/home.git"}})
+	require.NoError(t, err)
+}

@@ -154,6 +154,7 @@ type plannedRepo struct {
 	source      string
 	kind        sourceKind
 	ref         string
+	credential  bool // the source is on the server host: offer the token
 }
 
 // planStage validates the options and every repository before anything is
@@ -200,7 +201,8 @@ func planStage(o Options, repos []Repo) ([]plannedRepo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", slug, err)
 		}
-		plan = append(plan, plannedRepo{slug: slug, sensitivity: r.Sensitivity, source: src, kind: kind, ref: r.Ref})
+		cred := kind == sourceRemote && sameHost(src, o.ServerURL)
+		plan = append(plan, plannedRepo{slug: slug, sensitivity: r.Sensitivity, source: src, kind: kind, ref: r.Ref, credential: cred})
 	}
 	return plan, nil
 }
@@ -238,7 +240,11 @@ func stageOne(ctx context.Context, g *gitRunner, seedsDir, runID string, p plann
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Seed{}, fmt.Errorf("seed directory: %w", err)
 	}
-	if err := fetchSeed(ctx, g, seedsDir, dir, p); err != nil {
+	fetcher := g
+	if !p.credential {
+		fetcher = g.anonymous()
+	}
+	if err := fetchSeed(ctx, fetcher, seedsDir, dir, p); err != nil {
 		return Seed{}, err
 	}
 	commit, err := scrubSeed(ctx, g, dir)

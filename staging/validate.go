@@ -162,6 +162,17 @@ func displayURL(raw string) string {
 	return fmt.Sprintf("%q", u.String())
 }
 
+// sameHost reports whether the remote URL src is on the git server's host
+// (scheme, host and port), the only host the credential is offered to.
+func sameHost(src, serverURL string) bool {
+	if serverURL == "" {
+		serverURL = DefaultServerURL
+	}
+	a, err1 := url.Parse(src)
+	b, err2 := url.Parse(serverURL)
+	return err1 == nil && err2 == nil && a.Scheme == b.Scheme && strings.EqualFold(a.Host, b.Host)
+}
+
 func isLoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
