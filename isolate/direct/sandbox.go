@@ -198,7 +198,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 			return fmt.Errorf("scratch: %w", err)
 		}
 	}
-	if err := os.Chmod(sb.sc.root, 0o711); err != nil {
+	if err := os.Chmod(sb.sc.root, 0o700); err != nil {
 		return fmt.Errorf("scratch: %w", err)
 	}
 	cfg, err := sb.r.containerConfig(sb.id, sb.root, sb.t, sb.sc)
