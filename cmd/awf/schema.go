@@ -88,19 +88,44 @@ func parseSchemaArgs(args []string, allowJSON, allowSchema bool) (schemaArgs, er
 	return a, nil
 }
 
-// readLimited reads at most limit+1 bytes, so that callers see an over-long
-// input as such and reject it with the protocol's own message.
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, int64(limit)+1))
+// tooLargeError is input over the protocol's size limit: invalid input, not
+// a usage error.
+type tooLargeError struct {
+	what  string
+	limit int
+}
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than the maximum of %d bytes", e.what, e.limit)
+}
+
+func isTooLarge(err error) bool {
+	var t tooLargeError
+	return errors.As(err, &t)
+}
+
+// readLimited reads at most limit bytes and fails if there are more.
+func readLimited(r io.Reader, limit int, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, tooLargeError{what, limit}
+	}
+	return b, nil
 }
 
 // schemaText resolves a SCHEMA argument: literal text, "-" or "@PATH".
 func schemaText(arg string, stdin io.Reader) ([]byte, error) {
 	switch {
 	case arg == "-":
-		b, err := readLimited(stdin, proto.MaxJSONBytes)
+		b, err := readLimited(stdin, proto.MaxJSONBytes, "schema text")
+		if err != nil && !isTooLarge(err) {
+			err = fmt.Errorf("read schema from standard input: %w", err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("read schema from standard input: %w", err)
+			return nil, err
 		}
 		return b, nil
 	case strings.HasPrefix(arg, "@"):
@@ -109,9 +134,12 @@ func schemaText(arg string, stdin io.Reader) ([]byte, error) {
 			return nil, fmt.Errorf("read schema: %w", err)
 		}
 		defer f.Close()
-		b, err := readLimited(f, proto.MaxJSONBytes)
+		b, err := readLimited(f, proto.MaxJSONBytes, "schema text")
+		if err != nil && !isTooLarge(err) {
+			err = fmt.Errorf("read schema %s: %w", arg[1:], err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("read schema %s: %w", arg[1:], err)
+			return nil, err
 		}
 		return b, nil
 	}
@@ -174,11 +202,14 @@ func schemaCheck(e env, args []string) int {
 		return 2
 	}
 	text, err := schemaText(a.positional[0], e.stdin)
-	if err != nil {
+	if err != nil && !isTooLarge(err) {
 		fmt.Fprintf(e.stderr, "awf schema check: %v\n", err)
 		return 2
 	}
-	s, err := proto.ParseSchema(text)
+	var s *proto.Schema
+	if err == nil {
+		s, err = proto.ParseSchema(text)
+	}
 	if err != nil {
 		if a.json {
 			if werr := writeJSON(e.stdout, invalidReport{Valid: false, Error: err.Error()}); werr != nil {
@@ -263,6 +294,9 @@ func schemaValidate(e env, args []string) int {
 	text, err := schemaText(a.schema, e.stdin)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf schema validate: %v\n", err)
+		if isTooLarge(err) {
+			return 1
+		}
 		return 2
 	}
 	s, err := proto.ParseSchema(text)
@@ -286,11 +320,10 @@ func schemaValidate(e env, args []string) int {
 	return 0
 }
 
-// readResult reads a /query/out stand-in, capped one byte past the limit so
-// an over-long file is reported as such.
+// readResult reads a /query/out stand-in of at most MaxResultBytes.
 func readResult(name string, stdin io.Reader) ([]byte, error) {
 	if name == "-" {
-		b, err := readLimited(stdin, proto.MaxResultBytes)
+		b, err := readLimited(stdin, proto.MaxResultBytes, "result")
 		if err != nil {
 			return nil, fmt.Errorf("read result from standard input: %w", err)
 		}
@@ -301,7 +334,7 @@ func readResult(name string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("read result: %w", err)
 	}
 	defer f.Close()
-	b, err := readLimited(f, proto.MaxResultBytes)
+	b, err := readLimited(f, proto.MaxResultBytes, "result")
 	if err != nil {
 		return nil, fmt.Errorf("read result %s: %w", name, err)
 	}

@@ -77,6 +77,10 @@ func TestSchemaCheckFileAndUsage(t *testing.T) {
 		rc, _, _ := runAWF(t, "", args...)
 		assert.Equal(t, 2, rc, args)
 	}
+	rc, out, _ = runAWF(t, strings.Repeat(" ", 9000), "schema", "check", "--json", "-")
+	assert.Equal(t, 1, rc)
+	assert.Contains(t, out, `"error":"schema text is larger than the maximum of 8192 bytes"`)
+
 	rc, _, errOut := runAWF(t, "", "schema", "check", "@/nonexistent/s.json")
 	assert.Equal(t, 2, rc)
 	assert.Contains(t, errOut, "no such file")
@@ -100,7 +104,7 @@ func TestSchemaValidate(t *testing.T) {
 
 	rc, _, errOut = runAWF(t, strings.Repeat(" ", 9000), "schema", "validate", "--schema", objSchema)
 	assert.Equal(t, 1, rc)
-	assert.Contains(t, errOut, "the maximum is 8192")
+	assert.Contains(t, errOut, "result is larger than the maximum of 8192 bytes")
 
 	rc, _, errOut = runAWF(t, "true", "schema", "validate", "--schema", `{"type":"bool"}`)
 	assert.Equal(t, 1, rc)
