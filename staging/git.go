@@ -112,7 +112,7 @@ func lookGit() (string, error) {
 	return "", errors.New("git not found in " + gitPath)
 }
 
-// maxGitOutput caps what is kept of a git command's stdout and stderr.
+// maxGitStdout and maxGitStderr cap what is kept of a git command's output.
 const (
 	maxGitStdout = 1 << 20
 	maxGitStderr = 4 << 10

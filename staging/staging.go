@@ -130,10 +130,10 @@ func Stage(ctx context.Context, o Options, repos []Repo) (seeds []Seed, err erro
 			Sensitivity: seed.Sensitivity, Duration: d})
 		seeds = append(seeds, seed)
 	}
-	credsGone = true
 	if err := creds.remove(); err != nil {
-		return nil, fmt.Errorf("stage: remove credentials: %w", err)
+		return nil, fmt.Errorf("stage: remove credentials: %w", err) // the deferred removal retries
 	}
+	credsGone = true
 	emit(o, Event{Kind: EventCredentialsRemoved})
 	if err := WriteSeedMap(filepath.Join(o.PrivateRoot, SeedMapName), o.RunID, seeds); err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
