@@ -108,3 +108,23 @@ func TestVerifyReadOnlyDoesNotCrossMounts(t *testing.T) {
 	require.Error(t, VerifyReadOnly(context.Background(), dir), "a mount inside a seed is refused")
 	require.Error(t, CopyTree(context.Background(), dir, filepath.Join(t.TempDir(), "c"), CopyLimits{}))
 }
+
+func TestReleaseRefusesToDescendIntoAMount(t *testing.T) {
+	root := newPrivateRoot(t)
+	mnt := filepath.Join(root, SeedsDirName, "abc", "mnt")
+	require.NoError(t, os.MkdirAll(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			assert.NoError(t, unix.Unmount(mnt, unix.MNT_DETACH))
+		}
+	})
+	writeFile(t, filepath.Join(mnt, "precious"), "x", 0o644)
+	require.Error(t, Release(context.Background(), root))
+	assert.FileExists(t, filepath.Join(mnt, "precious"), "nothing behind a mount is removed")
+	require.NoError(t, unix.Unmount(mnt, unix.MNT_DETACH))
+	mounted = false
+	require.NoError(t, Release(context.Background(), root))
+	assert.Empty(t, listDir(t, root))
+}
