@@ -119,6 +119,8 @@ stop() {
     umount -l "$m" 2>/dev/null || true
   done < <(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" '$5 ~ "^"a || $5 ~ "^"b {print $5}' /proc/self/mountinfo | sort -r)
   rm -rf "$RUN_DIR" "$DATA_ROOT"
+  # The daemon's parent cgroup (--cgroup-parent), once empty.
+  rmdir /sys/fs/cgroup/*/awf-test-docker /sys/fs/cgroup/awf-test-docker 2>/dev/null || true
   echo "dockerd.sh: stopped"
 }
 
