@@ -171,6 +171,17 @@ func (r *Runtime) image(ctx context.Context, dir string) (string, error) {
 	return id, nil
 }
 
+// forgetImage drops a cached image id.
+func (r *Runtime) forgetImage(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for dir, v := range r.images {
+		if v == id {
+			delete(r.images, dir)
+		}
+	}
+}
+
 // checkRootFS refuses a root that lacks a mount point.
 func checkRootFS(root string) error {
 	if root == "" || !filepath.IsAbs(root) {

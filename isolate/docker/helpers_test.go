@@ -26,8 +26,9 @@ const socketEnv = "AWF_TEST_DOCKER_SOCKET"
 const defaultTestSocket = "/run/awf-test-docker/docker.sock"
 
 var (
-	testRoot   string // rootfs built once for the package's tests
-	testSocket string
+	testRoot       string // rootfs built once for the package's tests
+	testRootDigest string // its digest at build time
+	testSocket     string
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +49,7 @@ func runMain(m *testing.M) int {
 	testRoot = filepath.Join(dir, "root")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
+	if testRootDigest, err = rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
 		fmt.Fprintln(os.Stderr, "rootfs build:", err)
 		return 1
 	}

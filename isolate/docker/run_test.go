@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/rootfs"
 )
 
 const inspectScript = `import json, os
@@ -57,6 +58,8 @@ func TestRunTrivialQuery(t *testing.T) {
 	assert.Equal(t, false, got["root_writable"])
 	assert.Equal(t, true, got["tmp_writable"])
 	assert.Equal(t, false, got["script_writable"])
+	_, err := rootfs.Verify(context.Background(), testRoot, testRootDigest)
+	assert.NoError(t, err, "the shared rootfs must not change")
 	assert.Positive(t, pid, "OnStart gets the job's host pid")
 }
 

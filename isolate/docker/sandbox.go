@@ -145,6 +145,10 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 	defer cancel()
 	q := url.Values{"name": {s.ws.Journal.Container}}
 	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/create", q, body, &reply); err != nil {
+		if isNotFound(err) {
+			// The image went away: verify or import it again next time.
+			s.r.forgetImage(s.image)
+		}
 		return fmt.Errorf("create: %w", err)
 	}
 	s.mu.Lock()

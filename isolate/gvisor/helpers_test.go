@@ -18,8 +18,9 @@ import (
 	"github.com/awf-project/awf/rootfs"
 )
 
-// testRoot is the rootfs built once for the package's tests.
-var testRoot string
+// testRoot is the rootfs built once for the package's tests, and
+// testRootDigest its digest at build time.
+var testRoot, testRootDigest string
 
 // probed is a runtime probed once by TestMain; other runtimes reuse its
 // platform choice so that each test does not pay the KVM probe deadline.
@@ -39,7 +40,7 @@ func runMain(m *testing.M) int {
 	testRoot = filepath.Join(dir, "root")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
+	if testRootDigest, err = rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
 		fmt.Fprintln(os.Stderr, "rootfs build:", err)
 		return 1
 	}

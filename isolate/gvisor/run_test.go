@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/rootfs"
 )
 
 func run(t *testing.T, r *Runtime, tpl isolate.Template, script string) isolate.Outcome {
@@ -58,6 +59,8 @@ func TestRunTrivialQuery(t *testing.T) {
 	assert.Equal(t, false, got["root_writable"])
 	assert.Equal(t, true, got["tmp_writable"])
 	assert.Equal(t, false, got["script_writable"])
+	_, err := rootfs.Verify(context.Background(), testRoot, testRootDigest)
+	assert.NoError(t, err, "the shared rootfs must not change")
 	assert.Equal(t, 0, o.ExitCode)
 	assert.NotZero(t, o.Timings.Run)
 	assert.NotZero(t, o.Timings.Destroy)
