@@ -128,6 +128,7 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	tmpl := b.base
 	tmpl.Limits = lim
 	si := &startInfo{}
+	defer si.release()
 	job := isolate.Job{
 		InvocationID: inv,
 		Script:       script,

@@ -327,7 +327,7 @@ func (fx *fixture) hits() map[string]int64 {
 
 // hostOnlyCandidates are host paths that a minimal root filesystem lacks.
 var hostOnlyCandidates = []string{
-	"/etc/shadow", "/etc/machine-id", "/etc/hostname", "/etc/ssh", "/etc/sudoers", "/root", "/home",
+	"/etc/shadow", "/etc/machine-id", "/etc/ssh", "/etc/sudoers", "/root", "/home",
 	"/var/lib", "/var/log", "/usr/local", "/usr/sbin", "/boot", "/run/systemd", "/bin/sh",
 	"/usr/bin/sh", "/usr/bin/env", "/usr/bin/git",
 }

@@ -21,6 +21,7 @@ type startInfo struct {
 	mu      sync.Mutex
 	pid     int
 	pidNS   string   // e.g. "pid:[4026532281]"
+	nsFile  *os.File // holds the pid namespace so its inode number cannot be reused
 	start   uint64   // the process's start time, in clock ticks since boot
 	cgroups []string // host cgroup directories of the process
 }
@@ -28,6 +29,10 @@ type startInfo struct {
 // record reads the namespace and cgroups of pid. It is called from
 // Job.OnStart and must return quickly.
 func (si *startInfo) record(pid int) {
+	// Opening the namespace pins it: while verify holds it, no new
+	// namespace can take its inode number, so a process found in it later
+	// really is the job's.
+	nsf, _ := os.Open(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	own, _ := os.ReadFile("/proc/self/cgroup")
@@ -35,8 +40,28 @@ func (si *startInfo) record(pid int) {
 	defer si.mu.Unlock()
 	si.pid = pid
 	si.pidNS = ns
+	if si.nsFile != nil {
+		si.nsFile.Close()
+	}
+	si.nsFile = nsf
+	if nsf != nil {
+		var st unix.Stat_t
+		if unix.Fstat(int(nsf.Fd()), &st) == nil {
+			si.pidNS = fmt.Sprintf("pid:[%d]", st.Ino)
+		}
+	}
 	si.start, _ = procStartTicks(pid)
 	si.cgroups = cgroupDirs(string(cg), string(own))
+}
+
+// release lets the pinned namespace go.
+func (si *startInfo) release() {
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	if si.nsFile != nil {
+		si.nsFile.Close()
+		si.nsFile = nil
+	}
 }
 
 func (si *startInfo) snapshot() (int, string, []string) {

@@ -21,7 +21,7 @@ func controlProbes() []Probe {
 		},
 		{
 			ID: "ctl/repo-view", Group: "control",
-			Title:  "The seed is visible at /query/repo with its content, and the view is privately writable.",
+			Title:  "The seed is visible at /query/repo with its content, and a new file can be created at its top.",
 			OnFail: "Queries would not see the repository, or could not use it as a working tree.",
 			body: `marker = False
 try:
@@ -47,7 +47,7 @@ answer({"marker": marker, "entries": entries, "create": attempt("create", create
 		},
 		{
 			ID: "ctl/repo-modify", Group: "control",
-			Title:  "Modifies, replaces and deletes existing seed files, and creates a file in a seed subdirectory, through the private view.",
+			Title:  "Appends to an existing seed file, deletes one, and creates a file in a seed subdirectory, through the private view.",
 			OnFail: "The view is not a usable working tree: scripts cannot change the files they were given (for example git operations fail).",
 			body: `def modify():
     with open(os.path.join(REPO, "README.md"), "a") as f:
@@ -109,7 +109,7 @@ answer({"getpid": r})
 		},
 		{
 			ID: "ctl/plant", Group: "control",
-			Title:  "Leaves marker files in /query, /query/repo, /tmp and /dev/shm for fs/earlier-invocations to look for.",
+			Title:  "Leaves marker files in /query, /query/repo and /tmp for fs/earlier-invocations to look for.",
 			OnFail: "The writable areas do not work; fs/earlier-invocations is unproven.",
 			body: `tok = <% .PlantToken | py %>
 res = {}

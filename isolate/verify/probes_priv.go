@@ -5,6 +5,9 @@ import (
 	"strings"
 )
 
+// sCap is the state of one capability set.
+var sCap = sEnum("zero", "nonzero", "absent")
+
 // deniedErrnos are the errors that mean a call was stopped before it did
 // anything: by the seccomp filter or by the kernel's own permission check.
 var deniedErrnos = []string{"EPERM", "EACCES", "ENOSYS"}
@@ -48,9 +51,9 @@ func privilegeProbes() []Probe {
 	return []Probe{
 		{
 			ID: "priv/ids", Group: "privilege",
-			Title:  "Reads the real and effective uid and gid and the supplementary groups.",
-			OnFail: "The script does not run as the unprivileged uid 65534 with no groups.",
-			body: `answer({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(), "groups": min(len(os.getgroups()), 64)})
+			Title:  "Reads the real and effective uid and gid, and the supplementary groups other than 65534.",
+			OnFail: "The script does not run as the unprivileged uid 65534 with no other groups.",
+			body: `answer({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(), "groups": min(len([g for g in os.getgroups() if g != 65534]), 64)})
 `,
 			schema:  sObj("uid", sInt(0, u32), "euid", sInt(0, u32), "gid", sInt(0, u32), "egid", sInt(0, u32), "groups", sInt(0, 64)),
 			check:   checkEqual(map[string]any{"uid": int64(65534), "euid": int64(65534), "gid": int64(65534), "egid": int64(65534), "groups": int64(0)}),
@@ -65,38 +68,56 @@ with open("/proc/self/status") as f:
     for l in f:
         k, _, v = l.partition(":")
         if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-            caps[k] = int(v.strip(), 16) == 0
-answer({"inh": caps.get("CapInh", False), "prm": caps.get("CapPrm", False), "eff": caps.get("CapEff", False),
-        "bnd": caps.get("CapBnd", False), "amb": caps.get("CapAmb", False)})
+            caps[k] = "zero" if int(v.strip(), 16) == 0 else "nonzero"
+answer({k[3:].lower(): caps.get(k, "absent") for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")})
 `,
-			schema: sObj("inh", sBool, "prm", sBool, "eff", sBool, "bnd", sBool, "amb", sBool),
+			schema: sObj("inh", sCap, "prm", sCap, "eff", sCap, "bnd", sCap, "amb", sCap),
 			check: func(c *probeCtx) (Status, string) {
-				var nonEmpty []string
+				var bad, absent []string
 				for _, k := range []string{"inh", "prm", "eff", "bnd", "amb"} {
-					if !c.flag(k) {
-						nonEmpty = append(nonEmpty, "Cap"+strings.ToUpper(k[:1])+k[1:])
+					name := "Cap" + strings.ToUpper(k[:1]) + k[1:]
+					switch v := c.str(k); {
+					case v == "zero":
+					case v == "absent" && k == "amb":
+						absent = append(absent, name)
+					default:
+						bad = append(bad, name+" "+v)
 					}
 				}
-				if len(nonEmpty) > 0 {
-					return Fail, "capability sets not empty: " + strings.Join(nonEmpty, " ")
+				if len(bad) > 0 {
+					return Fail, "capability sets not proven empty: " + strings.Join(bad, ", ")
+				}
+				if len(absent) > 0 {
+					return Pass, "CapInh CapPrm CapEff CapBnd are 0; " + strings.Join(absent, " ") + " is not reported by this kernel"
 				}
 				return Pass, "CapInh CapPrm CapEff CapBnd CapAmb are all 0"
 			},
-			example: `{"inh":true,"prm":true,"eff":true,"bnd":true,"amb":true}`,
+			example: `{"inh":"zero","prm":"zero","eff":"zero","bnd":"zero","amb":"zero"}`,
 		},
 		{
 			ID: "priv/no-new-privs", Group: "privilege",
 			Title:  "Reads NoNewPrivs from /proc/self/status.",
 			OnFail: "A setuid or file-capability binary could raise privileges.",
-			body: `nnp = 0
+			body: `nnp = -1
 with open("/proc/self/status") as f:
     for l in f:
         if l.startswith("NoNewPrivs:"):
             nnp = int(l.split()[1])
 answer({"nnp": nnp})
 `,
-			schema:  sObj("nnp", sInt(0, 1)),
-			check:   checkEqual(map[string]any{"nnp": int64(1)}),
+			schema: sObj("nnp", sInt(-1, 1)),
+			check: func(c *probeCtx) (Status, string) {
+				switch c.num("nnp") {
+				case 1:
+					return Pass, "NoNewPrivs 1"
+				case -1:
+					if c.traits.procLacksNNP {
+						return NotApplicable, "this runtime's /proc does not report NoNewPrivs, so it cannot be proven from inside; the runtime must set it in its configuration"
+					}
+					return Fail, "/proc/self/status has no NoNewPrivs line"
+				}
+				return Fail, "NoNewPrivs 0: a setuid or file-capability binary could raise privileges"
+			},
 			example: `{"nnp":1}`,
 		},
 		{

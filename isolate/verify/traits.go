@@ -9,6 +9,11 @@ type traits struct {
 	// missing lists the controls a runtime cannot enforce; a runtime with
 	// any is always BLOCKED.
 	missing []string
+	// procLacksNNP is set when the runtime's /proc has no NoNewPrivs line.
+	procLacksNNP bool
+	// sentryDevices are device nodes the runtime implements in user space;
+	// their presence is a WARN, not a FAIL.
+	sentryDevices []string
 }
 
 // SbxMissingControls are the query-isolation controls the audited sbx CLI
@@ -26,7 +31,11 @@ var SbxMissingControls = []string{
 func traitsFor(name string) traits {
 	switch name {
 	case "gvisor":
-		return traits{filterNA: "gVisor implements system calls in its Sentry: the filter on the host pid is the Sentry's own, and the policy is enforced inside the Sentry (see priv/seccomp-mode and the privilege probes)"}
+		return traits{
+			filterNA:      "gVisor implements system calls in its Sentry: the filter on the host pid is the Sentry's own, and the policy is enforced inside the Sentry (see priv/seccomp-mode and the privilege probes)",
+			procLacksNNP:  true,
+			sentryDevices: []string{"/dev/fuse", "/dev/net/tun"},
+		}
 	case "sbx":
 		return traits{missing: SbxMissingControls}
 	}
