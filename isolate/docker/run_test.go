@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -156,12 +157,18 @@ func TestNilPolicyFailsClosed(t *testing.T) {
 func TestFailClosedWithoutDaemon(t *testing.T) {
 	notSocket := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(notSocket, nil, 0o600))
-	for _, sock := range []string{"", "/nonexistent/docker.sock", notSocket, "tcp://127.0.0.1:2375", "relative.sock"} {
+	// A socket file nobody listens on any more.
+	dead := filepath.Join(t.TempDir(), "dead.sock")
+	l, err := net.Listen("unix", dead)
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, l.Close())
+	for _, sock := range []string{"", "/nonexistent/docker.sock", notSocket, "tcp://127.0.0.1:2375", "relative.sock", dead} {
 		r, err := New(isolate.HostConfig{RunID: randomID(t), StateDir: t.TempDir(), DockerSocket: sock})
 		require.NoError(t, err)
 		perr := r.Probe(context.Background())
 		require.Error(t, perr, sock)
-		assert.Contains(t, perr.Error(), "socket", sock)
+		assert.Contains(t, perr.Error(), "sock", sock)
 		o := r.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: testRoot, Limits: isolate.DefaultLimits()}})
 		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, sock)
 	}

@@ -22,7 +22,7 @@ func TestProbeChoosesAWorkingPlatform(t *testing.T) {
 }
 
 func TestFailClosedWhenRunscMissing(t *testing.T) {
-	for _, p := range []string{"/nonexistent/runsc", "/etc/hostname", "relative/runsc"} {
+	for _, p := range []string{"/nonexistent/runsc", "/etc/hostname", "relative/runsc", "/bin/false"} {
 		r, err := New(isolate.HostConfig{RunID: randomID(t), StateDir: t.TempDir(), RunscPath: p})
 		require.NoError(t, err)
 		perr := r.Probe(context.Background())
