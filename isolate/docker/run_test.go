@@ -72,6 +72,7 @@ func TestLimitsGiveTypedOutcomes(t *testing.T) {
 		limits func(*isolate.Limits)
 		weaken isolate.Weakening
 		want   isolate.Kind
+		stderr string // when set, stderr must contain it
 	}{
 		{name: "memory", want: isolate.KindOOM,
 			limits: func(l *isolate.Limits) { l.MemoryBytes = 64 << 20 },
@@ -88,6 +89,12 @@ func TestLimitsGiveTypedOutcomes(t *testing.T) {
 			limits: func(l *isolate.Limits) { l.Wall = time.Second },
 			script: "import time\nwhile True:\n    time.sleep(1)\n"},
 		{name: "nonzero exit", want: isolate.KindNonzeroExit, script: "raise SystemExit(3)\n"},
+		{name: "tmp is size-capped", want: isolate.KindNonzeroExit, stderr: "No space left on device",
+			limits: func(l *isolate.Limits) { l.TmpTmpfsBytes = 4 << 20 },
+			script: "c = b'x' * (1 << 20)\nwith open('/tmp/big', 'wb') as f:\n    for _ in range(8):\n        f.write(c)\n        f.flush()\n"},
+		{name: "query is size-capped", want: isolate.KindNonzeroExit, stderr: "No space left on device",
+			limits: func(l *isolate.Limits) { l.QueryTmpfsBytes = 4 << 20 },
+			script: "c = b'x' * (1 << 20)\nwith open('/query/big', 'wb') as f:\n    for _ in range(8):\n        f.write(c)\n        f.flush()\n"},
 		{name: "no output", want: isolate.KindOutputMissing, script: "pass\n"},
 		{name: "output too large", want: isolate.KindOutputTooLarge,
 			script: "open('/query/out', 'w').write('x' * 9000)\n"},
@@ -108,6 +115,9 @@ func TestLimitsGiveTypedOutcomes(t *testing.T) {
 			o := run(t, r, tpl, c.script)
 			assert.Equal(t, c.want, o.Kind, "detail: %s\nstderr: %s", o.Detail, o.Stderr)
 			assert.Nil(t, o.Output)
+			if c.stderr != "" {
+				assert.Contains(t, string(o.Stderr), c.stderr)
+			}
 		})
 	}
 	require.NoError(t, r.Usable())
