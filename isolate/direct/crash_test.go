@@ -63,8 +63,14 @@ func miniBroker() int {
 }
 
 // TestSweepAfterBrokerCrash kills a broker mid-run and checks that the
-// start-up sweep of the next runtime reclaims everything it left.
+// start-up sweep of the next runtime reclaims everything it left, with its
+// journal intact and with the journal lost.
 func TestSweepAfterBrokerCrash(t *testing.T) {
+	t.Run("journal intact", func(t *testing.T) { crashAndSweep(t, false) })
+	t.Run("journal lost", func(t *testing.T) { crashAndSweep(t, true) })
+}
+
+func crashAndSweep(t *testing.T, loseJournal bool) {
 	state := t.TempDir()
 	crashed := newRunID()
 	cfg, err := json.Marshal(brokerConfig{RunID: crashed, StateDir: state, RootFS: testRootFS, Repo: seedRepo(t)})
@@ -81,7 +87,15 @@ func TestSweepAfterBrokerCrash(t *testing.T) {
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		// Even if the test fails half-way, leave nothing behind.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if rt, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: state}); err == nil {
+			_ = rt.Sweep(context.Background())
+			_ = rt.Close()
+		}
+	})
 
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "the mini broker never started its job")
@@ -97,6 +111,13 @@ func TestSweepAfterBrokerCrash(t *testing.T) {
 		ents, err := os.ReadDir(filepath.Join(state, d))
 		require.NoError(t, err)
 		require.NotEmpty(t, ents, "a crash mid-run leaves %s behind", d)
+	}
+	if loseJournal {
+		ents, err := os.ReadDir(filepath.Join(state, "journal"))
+		require.NoError(t, err)
+		for _, e := range ents {
+			require.NoError(t, os.Remove(filepath.Join(state, "journal", e.Name())))
+		}
 	}
 
 	rt, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: state})

@@ -29,6 +29,7 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 	var errs []error
 	known := map[string]bool{}
 	for _, e := range ents {
+		known[e.Name] = true
 		known[e.Container] = true
 		if r.isActive(e.Name) {
 			continue
@@ -37,16 +38,34 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: %w", e.Name, err))
 		}
 	}
-	// Container state without a journal entry cannot come from this
-	// runtime's normal path, but reclaim it all the same.
-	states, _ := os.ReadDir(r.libct)
-	for _, st := range states {
-		id := st.Name()
-		if known[id] || r.isActive(id) || !st.IsDir() || !idPattern.MatchString(id) {
+	// Resources without a journal entry cannot come from this runtime's
+	// normal path (the entry is written first), but an operator or a
+	// cleanup that removed journal files can leave them: reclaim every
+	// container state, scratch dir and root bind that is not live. A
+	// sandbox's container, scratch dir and cgroup leaves share its name.
+	unjournalled := map[string]entry{}
+	for _, dir := range []string{r.libct, r.scratch} {
+		ents, _ := os.ReadDir(dir)
+		for _, de := range ents {
+			id := de.Name()
+			if known[id] || r.isActive(id) || !idPattern.MatchString(id) {
+				continue
+			}
+			unjournalled[id] = entry{Kind: entrySandbox, Name: id, Container: id,
+				Scratch: filepath.Join(r.scratch, id), CgroupPaths: r.cg.leafPaths(id)}
+		}
+	}
+	roots, _ := os.ReadDir(r.roots)
+	for _, de := range roots {
+		name := "root-" + de.Name()
+		if known[name] || r.isActive(name) || !idPattern.MatchString(de.Name()) {
 			continue
 		}
-		if err := r.reclaim(ctx, entry{Kind: entrySandbox, Name: id, Container: id, CgroupPaths: r.cg.leafPaths(id)}); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+		unjournalled[name] = entry{Kind: entryRoot, Name: name, Mount: filepath.Join(r.roots, de.Name())}
+	}
+	for name, e := range unjournalled {
+		if err := r.reclaim(ctx, e); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
