@@ -73,11 +73,3 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	return c(ctx, env{args: args[1:], stdin: stdin, stdout: stdout, stderr: stderr})
 }
-
-// notYet is the placeholder for subcommands that are not built yet.
-func notYet(name string) command {
-	return func(ctx context.Context, e env) int {
-		fmt.Fprintf(e.stderr, "awf %s: not implemented yet\n", name)
-		return 2
-	}
-}
