@@ -106,7 +106,6 @@ func (b *battery) runAll(ctx context.Context, probes []Probe, withFilter bool) [
 func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) (Result, isolate.Outcome) {
 	res := Result{ID: p.ID, Group: p.Group}
 	t0 := time.Now()
-	defer func() { res.Millis = time.Since(t0).Milliseconds() }()
 	fail := func(format string, args ...any) (Result, isolate.Outcome) {
 		res.Status, res.Evidence = Fail, fmt.Sprintf(format, args...)
 		res.Millis = time.Since(t0).Milliseconds()
@@ -158,6 +157,7 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 		if err != nil {
 			r, _ := fail("the answer was rejected by its schema: %v", err)
 			r.Kind = res.Kind
+			r.Millis = time.Since(t0).Milliseconds()
 			return r, out
 		}
 		res.Answer = string(canon)
@@ -169,6 +169,7 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 		}
 	}
 	res.Status, res.Evidence = b.judge(p, c)
+	res.Millis = time.Since(t0).Milliseconds()
 	return res, out
 }
 

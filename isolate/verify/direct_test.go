@@ -41,6 +41,11 @@ func TestDirectPasses(t *testing.T) {
 		assert.Contains(t, []Status{Pass, Warn}, r.Status, "%s: %s", r.ID, r.Evidence)
 	}
 	assert.GreaterOrEqual(t, len(rr.Results), 40)
+	for _, r := range rr.Results {
+		if r.ID == "ctl/python" {
+			assert.Positive(t, r.Millis, "a probe reports how long it took")
+		}
+	}
 	if t.Failed() {
 		t.Log("\n" + txt.String())
 	}
