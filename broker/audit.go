@@ -59,8 +59,10 @@ type Record struct {
 	Outcome      string `json:"outcome,omitempty"`
 	Bits         *int64 `json:"bits,omitempty"`
 	BucketMs     *int64 `json:"bucketMs,omitempty"`
-	Event        string `json:"event,omitempty"`
-	Detail       string `json:"detail,omitempty"`
+	// ElapsedMs is the measured processing time before the bucket wait.
+	ElapsedMs *int64 `json:"elapsedMs,omitempty"`
+	Event     string `json:"event,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // Audit is the protected audit log: JSONL appended to a 0600 file in a 0700

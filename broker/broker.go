@@ -186,7 +186,9 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 	start := clock.Now()
 	reason, outcome, detail, result := b.run(ctx, id, seed, task)
 	elapsed := clock.Now() - start
-	bucket, inTime := WaitForBucket(ctx, clock, start, elapsed)
+	var bucket time.Duration
+	var inTime bool
+	Prioritized(func() { bucket, inTime = WaitForBucket(ctx, clock, start, elapsed) })
 	if !inTime {
 		if ctx.Err() != nil {
 			reason, detail = ReasonUnexpected, "shutdown while waiting for the timing bucket"
@@ -196,7 +198,8 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 		result = nil
 	}
 	bits := charge
-	rec := Record{InvocationID: id, Repo: key, Sensitivity: seed.Sensitivity, Bits: &bits, Outcome: outcome}
+	el := elapsed.Milliseconds()
+	rec := Record{InvocationID: id, Repo: key, Sensitivity: seed.Sensitivity, Bits: &bits, Outcome: outcome, ElapsedMs: &el}
 	if inTime {
 		ms := bucket.Milliseconds()
 		rec.BucketMs = &ms

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/proto"
+	"golang.org/x/sys/unix"
 )
 
 // Clock is a monotonic clock. Now is the time since an arbitrary fixed
@@ -24,26 +25,43 @@ func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{origin: time.N
 // Now returns the monotonic time since the clock was created.
 func (c *MonotonicClock) Now() time.Duration { return time.Since(c.origin) }
 
-// spinWindow is how early the timer fires before a boundary; the rest is
-// waited for by yielding, so that ordinary timer and scheduler latency does
-// not push the wake past the tolerance.
-const spinWindow = 2 * time.Millisecond
-
-// Sleep waits for d or until ctx is done.
+// Sleep waits for d, or until ctx is done, in an absolute CLOCK_MONOTONIC
+// sleep on the calling thread (see Prioritized).
 func (c *MonotonicClock) Sleep(ctx context.Context, d time.Duration) {
-	target := c.Now() + d
-	if d > spinWindow {
-		t := time.NewTimer(d - spinWindow)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
+	if d <= 0 {
+		return
+	}
+	var now unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) != nil {
+		time.Sleep(d)
+		return
+	}
+	deadline := unix.NsecToTimespec(now.Nano() + int64(d))
+	// ctx is checked between wakes only: the longest sleep is one bucket.
+	for ctx.Err() == nil {
+		if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &deadline, nil); err != unix.EINTR {
 			return
 		}
 	}
-	for c.Now() < target && ctx.Err() == nil {
-		runtime.Gosched()
-	}
+}
+
+// Prioritized runs f on a dedicated OS thread raised to SCHED_FIFO (or, where
+// real-time scheduling is refused, to nice -20 for that thread only), and
+// waits for it. The timing-bucket wait runs there, so that a loaded host does
+// not make its wake-ups late: a wake more than the tolerance late costs a
+// whole bucket. The thread is discarded afterwards.
+func Prioritized(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		// No UnlockOSThread: the raised thread exits with this goroutine.
+		if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0) != nil {
+			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
+		}
+		f()
+	}()
+	<-done
 }
 
 // Buckets are the six response-time boundaries.

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// repo is one privateRepos entry for a test config.
+type repo struct {
+	Repo        string `json:"repo"`
+	Sensitivity string `json:"sensitivity"`
+	Source      string `json:"source,omitempty"`
+}
+
+// bq is the boundedQueries block of a test config.
+type bq struct {
+	Enabled        bool           `json:"enabled"`
+	PrivateRepos   []repo         `json:"privateRepos"`
+	Runtime        string         `json:"runtime,omitempty"`
+	Timeout        int            `json:"timeout,omitempty"`
+	MaxInvocations int            `json:"maxInvocations,omitempty"`
+	RootFS         map[string]any `json:"rootfs,omitempty"`
+	DockerSocket   string         `json:"dockerSocket,omitempty"`
+}
+
+// local returns a repo staged from the shared local repository.
+func local(slug, sensitivity string) repo {
+	return repo{Repo: slug, Sensitivity: sensitivity, Source: repoDir}
+}
+
+// writeConfig writes a config with the shared rootfs and agent user.
+func writeConfig(t *testing.T, b bq) string {
+	t.Helper()
+	b.Enabled = true
+	if b.RootFS == nil {
+		b.RootFS = map[string]any{"path": rootfsDir, "digest": rootfsHash}
+	}
+	doc := map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}}
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "awf.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return p
+}
+
+// agentScript writes a shell script the agent user can read and run.
+func agentScript(t *testing.T, body string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "awf-e2e-agent-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	p := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
+	return p
+}
+
+// result is what one awf run produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// awfRun runs "awf run --config cfg -- /bin/sh script" and returns its output.
+func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
+	cmd.Dir = "/"
+	cmd.Env = append(baseEnv(), extraEnv...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+func baseEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+}
+
+// lines returns the "KEY value" lines the agent printed, by key.
+func lines(stdout string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(stdout, "\n") {
+		k, v, ok := strings.Cut(l, " ")
+		if ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// auditRecords reads the archived audit log named in awf's stderr.
+func auditRecords(t *testing.T, stderr string) []map[string]any {
+	t.Helper()
+	const marker = "audit log kept in "
+	i := strings.LastIndex(stderr, marker)
+	require.GreaterOrEqual(t, i, 0, "no audit archive in:\n%s", stderr)
+	dir := strings.TrimSpace(strings.SplitN(stderr[i+len(marker):], "\n", 2)[0])
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	raw, err := os.ReadFile(filepath.Join(dir, "bounded-query.jsonl"))
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "bounded-query.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	var recs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// queryRecords keeps invocation and per-invocation failure records in order.
+func queryRecords(recs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["kind"] == "invocation" || (r["kind"] == "failure" && len(r["invocationId"].(string)) == 24) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// assertNoRunLeftovers checks that no private root, ingress dir or cgroup of
+// any run is left.
+func assertNoRunLeftovers(t *testing.T) {
+	t.Helper()
+	for _, d := range []string{"/var/lib/awf/private", "/run/awf-ingress"} {
+		ents, err := os.ReadDir(d)
+		if err == nil {
+			require.Empty(t, ents, "left in %s", d)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// leakQueries is how many sequential sandboxed queries the leak test runs.
+// AWF_E2E_LEAK_QUERIES may lower it for a quick local run; CI uses 500.
+func leakQueries(t *testing.T) int {
+	if v := os.Getenv("AWF_E2E_LEAK_QUERIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		return n
+	}
+	return 500
+}
+
+// snapshot counts what a leak would grow: the broker's open fds and
+// threads, host mounts, awf cgroups, processes, and temp/state entries.
+type snapshot struct {
+	fds, mounts, cgroups, procs, tmp, state int
+}
+
+func take(t *testing.T, brokerPID int, stateDir string) snapshot {
+	t.Helper()
+	var s snapshot
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(brokerPID) + "/fd")
+	require.NoError(t, err)
+	s.fds = len(fds)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	s.mounts = strings.Count(string(mi), "\n")
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.Contains(p, "/awf/") {
+			s.cgroups++
+		}
+		return nil
+	})
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err == nil {
+			s.procs++
+		}
+	}
+	tmp, _ := os.ReadDir(os.TempDir())
+	s.tmp = len(tmp)
+	_ = filepath.WalkDir(stateDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			s.state++
+		}
+		return nil
+	})
+	return s
+}
+
+// brokerPID finds the broker process serving socket.
+func brokerPID(t *testing.T, socket string) (int, string) {
+	t.Helper()
+	run := filepath.Base(filepath.Dir(filepath.Dir(socket)))
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if strings.Contains(string(cl), "broker\x00--serve\x00") && strings.Contains(string(cl), run) {
+			return pid, filepath.Join("/var/lib/awf/private", run, "state")
+		}
+	}
+	t.Fatalf("no broker process for %s", socket)
+	return 0, ""
+}
+
+// TestNoLeakAfterSequentialQueries runs many sequential sandboxed queries
+// (the cheapest: a const answer in the first reachable bucket) and checks
+// that nothing grows between the first ten and the last.
+func TestNoLeakAfterSequentialQueries(t *testing.T) {
+	n := leakQueries(t)
+	cfg := writeConfig(t, bq{PrivateRepos: []repo{local("demo/pub", "public")}, MaxInvocations: n + 10})
+	b := startForeground(t, cfg)
+	pid, state := brokerPID(t, b.socket)
+	req := wrapperRequest("demo/pub", `{"type":"const","value":1}`, "open('/query/out','w').write('1')\n")
+	for i := 0; i < 10; i++ {
+		require.Equal(t, `{"status":"ok","result":1}`, body(t, exchange(t, b.socket, req)))
+	}
+	before := take(t, pid, state)
+	for i := 10; i < n; i++ {
+		require.Equal(t, `{"status":"ok","result":1}`, body(t, exchange(t, b.socket, req)), "query %d", i)
+	}
+	after := take(t, pid, state)
+	assert.Equal(t, before.fds, after.fds, "broker fds")
+	assert.Equal(t, before.mounts, after.mounts, "host mounts")
+	assert.Equal(t, before.cgroups, after.cgroups, "awf cgroups")
+	assert.Equal(t, before.state, after.state, "runtime state entries")
+	// Other tests and engineers share this machine: allow small drift in
+	// global counts, but not one per query.
+	assert.Less(t, after.procs-before.procs, 20, "processes")
+	assert.Less(t, after.tmp-before.tmp, 20, "temp entries")
+	b.stop(t)
+	assertNoRunLeftovers(t)
+}
