@@ -52,8 +52,12 @@ fuzz: deps
 	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 2; \
 	  done; done
 
+# Benchmarks, side by side with the peers each one names (bare python3,
+# bubblewrap, runsc, docker). The docker runtime needs the private dockerd.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 ./...
+	@tests/setup/dockerd.sh start
+	@rc=0; $(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 60m ./... || rc=$$?; \
+	  tests/setup/dockerd.sh stop; exit $$rc
 
 clean:
 	rm -rf $(BIN)
