@@ -49,8 +49,8 @@ func writeCredentials(root, token string) (c *credentials, err error) {
 	if !validToken(token) {
 		return c, errors.New("staging token: must be printable ASCII without spaces, at most 4096 bytes")
 	}
-	if strings.ContainsAny(root, "'\\\n") {
-		return c, fmt.Errorf("private root %q: quote, backslash or newline in path", root)
+	if strings.ContainsAny(root, "'\"\\$` \t\n") {
+		return c, fmt.Errorf("private root %q: quote, backslash, dollar, backquote or white space in path", root)
 	}
 	c.tokenFile = filepath.Join(root, tokenFileName)
 	if err := writeExclusive(c.tokenFile, []byte(token), 0o600); err != nil {
