@@ -226,8 +226,9 @@ func (s *leftoverScanner) scanOnce(inv string, si *startInfo, runEnd uint64) lef
 	return l
 }
 
-// processes lists live processes in the job's pid namespace or in a cgroup
-// named after the invocation or the run. A namespace's inode number can be
+// processes lists live processes in the job's pid namespace, in a cgroup
+// named after the invocation or the run, or whose command line names the
+// invocation, the run or the runtime's state directory. A namespace's inode number can be
 // reused by a new namespace as soon as the old one is gone, so a process
 // counts as the job's only if it started between the job's start and the
 // end of its run.
@@ -253,6 +254,14 @@ func (s *leftoverScanner) processes(inv, pidNS string, jobStart, runEnd uint64) 
 		if !hit {
 			cg, err := os.ReadFile("/proc/" + e.Name() + "/cgroup")
 			hit = err == nil && (strings.Contains(string(cg), inv) || strings.Contains(string(cg), s.runID))
+		}
+		if !hit {
+			// Runtime processes outside the job's namespace (a runsc
+			// sandbox or gofer, a shim) name the run or the state directory
+			// on their command line.
+			cl, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			hit = err == nil && (strings.Contains(string(cl), inv) || strings.Contains(string(cl), s.runID) ||
+				s.stateDir != "" && strings.Contains(string(cl), s.stateDir))
 		}
 		if hit {
 			comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
@@ -402,7 +411,7 @@ func (t *leftoverTally) results() []Result {
 		r.Evidence = fmt.Sprintf("no %s remained after any of %d probes (%s)", what, t.probes, how)
 		return r
 	}
-	procHow := "checked the job's pid namespace and cgroups named after the run"
+	procHow := "checked the job's pid namespace, and cgroups and command lines naming the run"
 	if t.noStart > 0 {
 		procHow += fmt.Sprintf("; %d probes never reported a pid, checked by name only", t.noStart)
 	}
