@@ -22,8 +22,8 @@ type Options struct {
 	// Required are the runtimes whose BLOCKED verdict fails the run.
 	Required []string
 	// Host is the host configuration the runtimes are opened with. RunID is
-	// generated; each runtime gets its own StateDir below Host.StateDir
-	// (default: verify's scratch directory).
+	// generated; each runtime gets a fresh StateDir of its own below
+	// Host.StateDir (default: verify's scratch directory), removed afterwards.
 	Host isolate.HostConfig
 	// RootFS is the verified root filesystem the sandboxes run on.
 	RootFS string
@@ -131,11 +131,14 @@ func blockedReport(name, reason string, probes []Probe) RuntimeReport {
 func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy, arch string, fx *fixture, probes []Probe, withFilter bool) RuntimeReport {
 	t0 := time.Now()
 	tr := traitsFor(name)
-	stateDir := filepath.Join(fx.dir, "state-"+name)
+	// A fresh directory of verify's own, so that removing it afterwards can
+	// never touch a broker's state.
+	parent := fx.dir
 	if o.Host.StateDir != "" {
-		stateDir = filepath.Join(o.Host.StateDir, name)
+		parent = o.Host.StateDir
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	stateDir, err := os.MkdirTemp(parent, "verify-"+name+"-")
+	if err != nil {
 		return blockedReport(name, fmt.Sprintf("state directory: %v", err), probes)
 	}
 	defer os.RemoveAll(stateDir)
