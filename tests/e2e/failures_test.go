@@ -24,6 +24,7 @@ q() {
 `
 
 func TestFailurePathsAreByteIdentical(t *testing.T) {
+	before := runDirs()
 	cfg := writeConfig(t, bq{
 		PrivateRepos:   []repo{local("demo/pub", "public"), local("demo/sealed", "sealed")},
 		Timeout:        1,
@@ -69,5 +70,5 @@ rm -f /tmp/ok.$$.py
 		assert.True(t, reasons[want], "audit reason %s missing; have %v", want, reasons)
 	}
 	assert.False(t, strings.Contains(r.stdout, "reason"), "no reason reaches the agent")
-	assertNoRunLeftovers(t)
+	assertNoNewRunDirs(t, before)
 }

@@ -142,14 +142,25 @@ func queryRecords(recs []map[string]any) []map[string]any {
 	return out
 }
 
-// assertNoRunLeftovers checks that no private root, ingress dir or cgroup of
-// any run is left.
-func assertNoRunLeftovers(t *testing.T) {
-	t.Helper()
+// runDirs lists the run directories that exist now.
+func runDirs() map[string]bool {
+	m := map[string]bool{}
 	for _, d := range []string{"/var/lib/awf/private", "/run/awf-ingress"} {
-		ents, err := os.ReadDir(d)
-		if err == nil {
-			require.Empty(t, ents, "left in %s", d)
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			m[filepath.Join(d, e.Name())] = true
+		}
+	}
+	return m
+}
+
+// assertNoNewRunDirs checks that no private root or ingress directory was
+// left behind since before was taken.
+func assertNoNewRunDirs(t *testing.T, before map[string]bool) {
+	t.Helper()
+	for d := range runDirs() {
+		if !before[d] {
+			t.Errorf("run directory left behind: %s", d)
 		}
 	}
 }

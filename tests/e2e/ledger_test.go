@@ -15,6 +15,7 @@ import (
 // const, a sealed repo none, and a public repo any number. Each answer's
 // wall time, measured by the agent, is never shorter than its bucket.
 func TestLedgerSequencesPerSensitivity(t *testing.T) {
+	before := runDirs()
 	cfg := writeConfig(t, bq{
 		PrivateRepos: []repo{local("demo/conf", "confidential"), local("demo/conf2", "confidential"),
 			local("demo/int", "internal"), local("demo/sealed", "sealed"), local("demo/pub", "public")},
@@ -82,5 +83,5 @@ rm -f /tmp/c.$$.py /tmp/b.$$.py
 		assert.GreaterOrEqual(t, got[i].ms, int(b), "answer %d arrived before its %v ms bucket", i+1, b)
 	}
 	assert.Equal(t, 21, launched, "launched = answered queries")
-	assertNoRunLeftovers(t)
+	assertNoNewRunDirs(t, before)
 }
