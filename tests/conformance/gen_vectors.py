@@ -664,6 +664,14 @@ def gen_result():
     bad("union-value-invalid", ["R34"], UNI, '{"tag":"n","value":10}', "value", "at $.value")
     bad("union-proto-tag", ["R34", "R7"], UNI, '{"tag":"__proto__","value":1}', "value", "not one of")
     bad("union-untagged", ["R34"], UNI, "3", "value", "expected a union object")
+    TRICKY = '{"type":"union","variants":{"s":{"type":"enum","values":["}\\",{","]"]},"p":{"type":"tuple","items":[%s,%s]}}}' % (BOOL, UNI)
+    ok("union-value-first-brackets-in-string", ["R34", "R35"], TRICKY, r'{"value":"}\",{","tag":"s"}', r'{"tag":"s","value":"}\",{"}')
+    ok("union-value-first-nested", ["R34", "R35"], TRICKY, '{ "value" : [ true , {"value":null,"tag":"none"} ] ,\n "tag" : "p" }',
+       '{"tag":"p","value":[true,{"tag":"none","value":null}]}')
+    bad("union-value-first-nested-bad", ["R34"], TRICKY, '{"value":[true,{"value":10,"tag":"n"}],"tag":"p"}', "value", "at $.value[1].value")
+    bad("union-value-first-wrong-variant", ["R34"], TRICKY, '{"value":"]","tag":"p"}', "value", "expected array")
+    bad("union-duplicate-tag", ["R34", "R7"], UNI, '{"tag":"n","tag":"n","value":1}', "json", "duplicate object key")
+    ok("object-escaped-keys", ["R32", "R7"], OBJ, r'{"\u0061":-2,"\u0062":false}', '{"b":false,"a":-2}')
     bad("union-tag-case", ["R34"], UNI, '{"tag":"N","value":1}', "value")
     # R35-R37 canonical bytes
     ESC = '{"type":"enum","values":["q\\"b\\\\s/e","\u2028\u2029","ü中\U0001F600","<>&\u0085"]}'
