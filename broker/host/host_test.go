@@ -1,0 +1,84 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAgentEnvRemovesTokensAndSetsTheRun(t *testing.T) {
+	r := &Run{Layout: NewLayout("0123456789abcdef0123456789abcdef", "", "", ""), Agent: Agent{UID: 1000, GID: 1000, Name: "runner", Home: "/home/runner"}, Repos: []string{"o/a", "o/b"}}
+	env := AgentEnv([]string{"GH_TOKEN=x", "GITHUB_TOKEN=y", "GITHUB_PERSONAL_ACCESS_TOKEN=z", "AWF_BOUNDED_QUERY_SOCKET=/evil", "PATH=/usr/bin", "HOME=/root", "KEEP=1"}, r)
+	joined := strings.Join(env, "\n")
+	for _, bad := range []string{"GH_TOKEN", "GITHUB_TOKEN", "GITHUB_PERSONAL_ACCESS_TOKEN", "/evil", "HOME=/root"} {
+		assert.NotContains(t, joined, bad)
+	}
+	assert.Contains(t, env, "KEEP=1")
+	assert.Contains(t, env, "PATH="+r.Layout.SkillDir+":/usr/bin")
+	assert.Contains(t, env, "AWF_BOUNDED_QUERY_SOCKET="+r.Layout.Socket)
+	assert.Contains(t, env, "AWF_BOUNDED_QUERY_REPOS=o/a,o/b")
+	assert.Contains(t, env, "AWF_BOUNDED_QUERY_SKILL="+r.Layout.SkillPath)
+	assert.Contains(t, env, "HOME=/home/runner")
+}
+
+func TestResolveAgent(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	_, err := ResolveAgent("root", env(nil))
+	assert.ErrorContains(t, err, "refusing to run the agent as root")
+	_, err = ResolveAgent("0", env(nil))
+	assert.ErrorContains(t, err, "root")
+	_, err = ResolveAgent("", env(map[string]string{"SUDO_UID": "0", "SUDO_GID": "0"}))
+	assert.ErrorContains(t, err, "root")
+	_, err = ResolveAgent("", env(nil))
+	assert.ErrorContains(t, err, "SUDO_UID")
+	a, err := ResolveAgent("", env(map[string]string{"SUDO_UID": "4321", "SUDO_GID": "4322"}))
+	require.NoError(t, err)
+	assert.Equal(t, 4321, a.UID)
+	assert.Equal(t, 4322, a.GID)
+	a, err = ResolveAgent("nobody", env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, 65534, a.UID)
+}
+
+func TestShimArgsRoundTrip(t *testing.T) {
+	a := ShimArgs{UID: 1, GID: 2, PrivateBase: "/p", IngressBase: "/i", IngressRoot: "/i/r"}
+	b, err := ParseShimArgs(a.Argv())
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	_, err = ParseShimArgs([]string{"0", "0", "/p", "/i", ""})
+	assert.Error(t, err)
+	_, err = ParseShimArgs([]string{"1", "1", "p", "/i", ""})
+	assert.Error(t, err)
+}
+
+func TestSpecRoundTripAndChecks(t *testing.T) {
+	dir := t.TempDir()
+	l := NewLayout("0123456789abcdef0123456789abcdef", dir, "", "")
+	require.NoError(t, os.MkdirAll(l.PrivateRoot, 0o700))
+	s := Spec{Layout: l, Runtime: "direct", RootFS: "/r", RootFSDigest: "sha256:x", MemoryBytes: 1 << 29, TimeoutSeconds: 30, MaxInvocations: 32, SocketUID: 1000, SocketGID: 1000}
+	require.NoError(t, WriteSpec(s))
+	got, err := ReadSpec(l.SpecPath)
+	require.NoError(t, err)
+	assert.Equal(t, s, got)
+	assert.Error(t, WriteSpec(s), "the spec is written exclusively")
+	require.NoError(t, os.Chmod(l.SpecPath, 0o644))
+	_, err = ReadSpec(l.SpecPath)
+	assert.Error(t, err, "a spec open to others is refused")
+}
+
+func TestSummary(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(`{"ts":"t","kind":"lifecycle","event":"listening"}
+{"ts":"t","kind":"invocation","invocationId":"aaaaaaaaaaaaaaaaaaaaaaaa","repo":"o/r","bits":5,"bucketMs":100}
+{"ts":"t","kind":"failure","invocationId":"bbbbbbbbbbbbbbbbbbbbbbbb","repo":"o/r","reason":"timeout","bits":4}
+{"ts":"t","kind":"failure","invocationId":"framing","reason":"frame-rejected"}
+{"ts":"t","kind":"failure","invocationId":"cccccccccccccccccccccccc","reason":"invalid-request"}
+`), 0o600))
+	s, err := Summary(p)
+	require.NoError(t, err)
+	assert.Equal(t, "3 requests: 1 answered, 2 failed (invalid-request ×1, timeout ×1)\n  o/r: 9 bits charged", s)
+}
