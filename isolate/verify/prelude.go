@@ -2,14 +2,15 @@ package verify
 
 // errnoVocab is the finite vocabulary of outcomes a probe step reports: "ok"
 // when the call succeeded (the attack worked), an errno name when it
-// failed, or "other".
+// failed, "masked" when a sensitive path opened but turned out to be a
+// character device bound over it (the runtime's mask), or "other".
 var errnoVocab = []string{
 	"ok", "EPERM", "EACCES", "EROFS", "ENOENT", "ENOSYS", "EINVAL", "ENOSPC", "EFBIG",
 	"EMFILE", "ENFILE", "EAGAIN", "ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH",
 	"EADDRNOTAVAIL", "EAFNOSUPPORT", "EPROTONOSUPPORT", "ESOCKTNOSUPPORT", "EOPNOTSUPP",
 	"EXDEV", "EBADF", "ENOTDIR", "EISDIR", "EEXIST", "ETIMEDOUT", "EBUSY", "ENODEV", "ENXIO",
 	"ENOMEM", "ELOOP", "EFAULT", "ESRCH", "ENOTTY", "ECONNRESET", "EIO", "ENOTCONN",
-	"ENOTSUP", "ESPIPE", "EDQUOT", "other",
+	"ENOTSUP", "ESPIPE", "EDQUOT", "masked", "other",
 }
 
 // prelude is prepended to every probe script. It is standard library only
@@ -39,11 +40,15 @@ def answer(obj):
     with open(OUT, "w") as f:
         json.dump(obj, f, separators=(",", ":"))
 
+def masked(fd):
+    """True when fd is a character device, i.e. /dev/null bound over a masked path."""
+    import stat
+    return stat.S_ISCHR(os.fstat(fd).st_mode)
+
 def attempt(name, fn):
     step(name)
     try:
-        fn()
-        return "ok"
+        return "masked" if fn() == "masked" else "ok"
     except OSError as e:
         return oserr(e)
 

@@ -61,6 +61,8 @@ answer({"visible": len(seen), "first": seen[0] if seen else -1})
 			body: `def rd(p):
     def f():
         with open(p, "rb") as fh:
+            if masked(fh.fileno()):
+                return "masked"
             if not fh.read(16):
                 raise OSError(errno.ENOENT, "empty")
     return f
@@ -78,7 +80,9 @@ answer({"kcore": attempt("kcore", rd("/proc/kcore")), "kmsg": attempt("kmsg", rd
 			body: `def wr(p):
     def f():
         fd = os.open(p, os.O_WRONLY)
+        m = masked(fd)
         os.close(fd)
+        return "masked" if m else None
     return f
 answer({"hostname": attempt("hostname", wr("/proc/sys/kernel/hostname")),
         "drop_caches": attempt("drop_caches", wr("/proc/sys/vm/drop_caches")),
@@ -95,7 +99,9 @@ answer({"hostname": attempt("hostname", wr("/proc/sys/kernel/hostname")),
 			body: `def wr(p):
     def f():
         fd = os.open(p, os.O_WRONLY)
+        m = masked(fd)
         os.close(fd)
+        return "masked" if m else None
     return f
 def firmware():
     if not os.listdir("/sys/firmware"):
