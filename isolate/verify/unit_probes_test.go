@@ -114,6 +114,9 @@ func TestSelectProbes(t *testing.T) {
 		assert.True(t, strings.HasPrefix(p.ID, "net/") || p.ID == "priv/caps", p.ID)
 	}
 	assert.Empty(t, selectProbes(all, []string{"net"}), "a prefix must end in /")
+	require.NoError(t, checkSelection(all, []string{"net/", "priv/caps", "filter/", "filter/loaded"}))
+	assert.Error(t, checkSelection(all, []string{"net"}))
+	assert.Error(t, checkSelection(all, []string{"priv/nonexistent"}))
 }
 
 func TestJudge(t *testing.T) {

@@ -84,6 +84,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer fx.close()
+	if err := checkSelection(Battery(), o.Probes); err != nil {
+		return nil, err
+	}
 	probes := selectProbes(Battery(), o.Probes)
 	withFilter := len(o.Probes) == 0 || slices.ContainsFunc(o.Probes, func(s string) bool { return strings.HasPrefix(s, "filter/") })
 	for _, name := range o.Runtimes {
@@ -111,6 +114,20 @@ func selectProbes(all []Probe, sel []string) []Probe {
 		}
 	}
 	return out
+}
+
+// checkSelection refuses a selection entry that matches no probe, so that a
+// typo cannot turn into a run that checks nothing and passes.
+func checkSelection(all []Probe, sel []string) error {
+	for _, s := range sel {
+		if s == filterProbe.ID || s == "filter/" || s == "filter/denylist" {
+			continue
+		}
+		if len(selectProbes(all, []string{s})) == 0 {
+			return fmt.Errorf("verify: no probe matches %q", s)
+		}
+	}
+	return nil
 }
 
 // blockedReport is the report of a runtime that could not run: every probe
