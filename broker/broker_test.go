@@ -21,7 +21,7 @@ type testBroker struct {
 	dir   string
 }
 
-func newTestBroker(t *testing.T, maxInv int, seeds ...Seed) *testBroker {
+func newTestBroker(t testing.TB, maxInv int, seeds ...Seed) *testBroker {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-query.jsonl")
