@@ -66,3 +66,19 @@ func TestDockerBattery(t *testing.T) {
 	got := runOther(t, "docker", isolate.HostConfig{DockerSocket: sock})
 	assert.Equal(t, Pass, got["filter/loaded"].Status, got["filter/loaded"].Evidence)
 }
+
+// TestSbxAlwaysBlocked uses the real sbx backend: it must be BLOCKED with
+// every missing control listed, and required it fails the run.
+func TestSbxAlwaysBlocked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Runtimes: []string{"sbx"}, Required: []string{"sbx"}, RootFS: testRootFS,
+		Probes: []string{"ctl/python"}, Environ: []string{}})
+	require.NoError(t, err)
+	rr := rep.Runtimes[0]
+	assert.Equal(t, Blocked, rr.Status)
+	for _, c := range SbxMissingControls {
+		assert.Contains(t, rr.Reason, c)
+	}
+	assert.False(t, rep.OK)
+}
