@@ -82,3 +82,34 @@ func TestSummary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "3 requests: 1 answered, 2 failed (invalid-request ×1, timeout ×1)\n  o/r: 9 bits charged", s)
 }
+
+func TestSweepOrphans(t *testing.T) {
+	base := t.TempDir()
+	ing := t.TempDir()
+	arch := t.TempDir()
+	ctx := t.Context()
+	// An abandoned run: lock file present, nobody holds it.
+	dead := NewLayout("11111111111111111111111111111111", base, ing, arch)
+	require.NoError(t, os.MkdirAll(dead.AuditDir, 0o700))
+	require.NoError(t, os.WriteFile(dead.AuditDir+"/bounded-query.jsonl", []byte("{}\n"), 0o600))
+	require.NoError(t, os.WriteFile(dead.LockPath, nil, 0o600))
+	require.NoError(t, os.MkdirAll(dead.SkillDir, 0o755))
+	// A live run: it holds its lock.
+	live := NewLayout("22222222222222222222222222222222", base, ing, arch)
+	require.NoError(t, os.MkdirAll(live.PrivateRoot, 0o700))
+	lock, err := lockRun(live.LockPath)
+	require.NoError(t, err)
+	defer lock.Close()
+	// A run being prepared: no lock file yet, just created.
+	young := NewLayout("33333333333333333333333333333333", base, ing, arch)
+	require.NoError(t, os.MkdirAll(young.PrivateRoot, 0o700))
+
+	n, err := SweepOrphans(ctx, base, ing, arch)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.NoDirExists(t, dead.PrivateRoot)
+	assert.NoDirExists(t, dead.IngressRoot)
+	assert.FileExists(t, dead.AuditArchive+"/bounded-query.jsonl")
+	assert.DirExists(t, live.PrivateRoot)
+	assert.DirExists(t, young.PrivateRoot)
+}

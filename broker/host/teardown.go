@@ -91,6 +91,10 @@ func archiveAudit(l Layout) error {
 	return nil
 }
 
+// orphanMinAge is how old a private root without a lock file must be before
+// the orphan sweep treats it as abandoned.
+const orphanMinAge = 10 * time.Minute
+
 // SweepOrphans removes what crashed runs left: every private root under
 // privateBase whose run lock can be taken is swept with its runtime,
 // released, archived and removed, with its ingress directory. It returns how
@@ -116,6 +120,10 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 				lock.Close()
 				continue // a live run holds it
 			}
+		} else if info, ierr := e.Info(); ierr != nil || time.Since(info.ModTime()) < orphanMinAge {
+			// A run creates its root and then its lock: a young root without
+			// a lock may be one being prepared right now.
+			continue
 		}
 		r := &Run{Layout: l, lock: lock}
 		if s, err := ReadSpec(l.SpecPath); err == nil {
