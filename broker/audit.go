@@ -33,7 +33,7 @@ const (
 	ReasonFrameRejected    = "frame-rejected"
 	ReasonHeaderRejected   = "header-rejected"
 	ReasonConnectionLimit  = "connection-limit"
-	ReasonShuttingDown     = "shutting-down"
+	ReasonUnhandled        = "unhandled-error"
 )
 
 // Pseudo invocation ids for records that belong to no invocation.

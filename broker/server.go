@@ -152,6 +152,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
+	defer func() {
+		if p := recover(); p != nil {
+			s.audit.Failure(IDServer, ReasonUnhandled, fmt.Sprintf("panic: %v", p))
+			writeResponse(c, errorBody)
+		}
+	}()
 	_ = c.SetReadDeadline(time.Now().Add(HeadTimeout))
 	br := bufio.NewReaderSize(c, 4096)
 	req, err := readHead(br)
