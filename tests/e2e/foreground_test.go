@@ -72,6 +72,7 @@ func (b *fgBroker) stop(t *testing.T) {
 		return
 	}
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	defer func() { removeArchive(t, b.stderr.String()) }()
 	select {
 	case <-b.done:
 	case <-time.After(90 * time.Second):

@@ -90,7 +90,22 @@ func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
 	} else {
 		require.NoError(t, err)
 	}
+	removeArchive(t, errb.String())
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// removeArchive removes, at the end of the test, the audit archive that awf
+// reported keeping.
+func removeArchive(t *testing.T, stderr string) {
+	const marker = "audit log kept in "
+	for _, l := range strings.Split(stderr, "\n") {
+		if i := strings.Index(l, marker); i >= 0 {
+			dir := strings.TrimSpace(l[i+len(marker):])
+			if strings.HasPrefix(dir, "/var/log/awf/") {
+				t.Cleanup(func() { os.RemoveAll(dir) })
+			}
+		}
+	}
 }
 
 func baseEnv() []string {

@@ -54,6 +54,7 @@ func TestSignalTeardown(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("awf run did not end after SIGTERM")
 	}
+	removeArchive(t, errb.String())
 	assert.Equal(t, 128+int(syscall.SIGTERM), cmd.ProcessState.ExitCode(), errb.String())
 	assertNoNewRunDirs(t, before)
 	// No agent or broker process survives.
