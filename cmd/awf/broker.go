@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/staging"
+	"golang.org/x/sys/unix"
 )
 
 const brokerUsage = `usage: awf broker --config FILE|-
@@ -108,8 +110,18 @@ func brokerServe(ctx context.Context, e env, specPath string) int {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1
 	}
-	ready := os.NewFile(3, "ready")
-	if err := host.Serve(ctx, s, ready, e.stderr); err != nil {
+	// awf passes a pipe as fd 3 for the readiness line; anything else there
+	// (an operator running --serve by hand) is left alone.
+	var ready *os.File
+	var st unix.Stat_t
+	if unix.Fstat(3, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+		ready = os.NewFile(3, "ready")
+	}
+	var readyW io.WriteCloser
+	if ready != nil {
+		readyW = ready
+	}
+	if err := host.Serve(ctx, s, readyW, e.stderr); err != nil {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1
 	}
