@@ -21,6 +21,9 @@ type Seed struct {
 	Sensitivity string
 }
 
+// MaxInvocationsCap is the largest maxInvocations the broker accepts.
+const MaxInvocationsCap = 10000
+
 // Options configure a Broker.
 type Options struct {
 	Kind    JobKind
@@ -56,8 +59,8 @@ func New(o Options) (*Broker, error) {
 	if o.Kind == nil || o.Runtime == nil {
 		return nil, fmt.Errorf("broker: kind and runtime are required")
 	}
-	if o.MaxInvocations < 1 {
-		return nil, fmt.Errorf("broker: maxInvocations %d must be at least 1", o.MaxInvocations)
+	if o.MaxInvocations < 1 || o.MaxInvocations > MaxInvocationsCap {
+		return nil, fmt.Errorf("broker: maxInvocations %d must be in 1..%d", o.MaxInvocations, MaxInvocationsCap)
 	}
 	if o.Timeout <= 0 || o.Timeout > proto.MaxQueryTimeoutSeconds*time.Second {
 		return nil, fmt.Errorf("broker: timeout %v must be in (0, %ds]", o.Timeout, proto.MaxQueryTimeoutSeconds)
