@@ -74,6 +74,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		return nil, pf("bounded-query CLI %s not found (build it with make build)", o.CLIBinary)
 	}
 	token := staging.ResolveToken(o.Getenv)
+	if u := o.Getenv("GITHUB_SERVER_URL"); u != "" {
+		if err := staging.ValidateServerURL(u); err != nil {
+			return nil, pf("GITHUB_SERVER_URL: %v", err)
+		}
+	}
 	for _, repo := range bq.PrivateRepos {
 		if !strings.HasPrefix(repo.Source, "/") && token == "" {
 			return nil, pf("%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", repo.Repo, sourceName(repo.Source))
@@ -152,6 +157,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	fmt.Fprintf(o.Progress, "awf: staging %d repositories\n", len(repos))
 	seeds, err := staging.Stage(ctx, staging.Options{
 		PrivateRoot: l.PrivateRoot, RunID: l.RunID, Token: token, Progress: o.Progress,
+		ServerURL: o.Getenv("GITHUB_SERVER_URL"),
 		OnEvent: func(ev staging.Event) {
 			switch ev.Kind {
 			case staging.EventSeedStaged:
