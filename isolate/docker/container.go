@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // sandboxEnv is the whole environment of a job.

@@ -21,7 +21,7 @@ import (
 	"sync"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Name is the backend's configuration name.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Sweep removes every container labelled with this state dir and every

@@ -8,7 +8,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Annotations that label every container with its run and invocation.

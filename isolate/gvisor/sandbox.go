@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // killGrace bounds how long Exec waits for runsc after killing it.

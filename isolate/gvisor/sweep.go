@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/awf-project/awf/isolate/gvisor/workspace"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Sweep removes every sandbox under the state dir that this runtime is not
