@@ -267,7 +267,7 @@ func classifyCgroup(c cgroupFacts) (Result, string) {
 			missing = append(missing, r)
 		}
 	}
-	swap := "swap accounting off"
+	swap := "no swap accounting file seen"
 	if c.SwapAccount {
 		swap = "swap accounting on"
 	}
