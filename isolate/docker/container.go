@@ -49,6 +49,7 @@ type hostConfig struct {
 	Ulimits        []ulimit  `json:"Ulimits"`
 	ShmSize        int64     `json:"ShmSize"`
 	IpcMode        string    `json:"IpcMode"`
+	CgroupnsMode   string    `json:"CgroupnsMode"`
 	Mounts         []mount   `json:"Mounts"`
 	LogConfig      logConfig `json:"LogConfig"`
 	Privileged     bool      `json:"Privileged"`
@@ -138,12 +139,15 @@ func buildCreate(c containerSpec) createBody {
 		HostConfig: hostConfig{
 			NetworkMode:    network,
 			ReadonlyRootfs: true,
-			CapDrop:        capDrop,
-			SecurityOpt:    []string{"no-new-privileges:true", c.seccomp},
-			Memory:         l.MemoryBytes,
-			MemorySwap:     l.MemoryBytes,
-			NanoCPUs:       l.CPUMilli * 1_000_000,
-			PidsLimit:      pids,
+			// The Engine's default on cgroup v1 hosts is the host's cgroup
+			// namespace, which shows the sandbox the host's cgroup tree.
+			CgroupnsMode: "private",
+			CapDrop:      capDrop,
+			SecurityOpt:  []string{"no-new-privileges:true", c.seccomp},
+			Memory:       l.MemoryBytes,
+			MemorySwap:   l.MemoryBytes,
+			NanoCPUs:     l.CPUMilli * 1_000_000,
+			PidsLimit:    pids,
 			Ulimits: []ulimit{
 				{Name: "fsize", Soft: l.FileSizeBytes, Hard: l.FileSizeBytes},
 				{Name: "nofile", Soft: int64(l.NoFile), Hard: int64(l.NoFile)},
