@@ -8,7 +8,7 @@ CMDS := awf bounded-query
 STATICCHECK_VERSION := v0.7.0
 TEST_TIMEOUT ?= 28m
 
-.PHONY: all deps build test test-cgroup2 lint demo fuzz bench clean
+.PHONY: all deps build test verify-all test-cgroup2 lint demo fuzz bench clean
 
 all: build
 
@@ -28,7 +28,13 @@ test: build
 	$(GO) vet ./...
 	@tests/setup/dockerd.sh start
 	@set -o pipefail; rc=0; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
+	  if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory verify-all || rc=$$?; fi; \
 	  tests/setup/dockerd.sh stop; exit $$rc
+
+# The host self-test over every runtime, as an operator would run it; it needs
+# the private dockerd that the test target starts.
+verify-all:
+	$(BIN)/awf isolate verify --runtime all --require direct gvisor docker --docker-socket $(AWF_TEST_DOCKER_SOCKET)
 
 # The sandbox on a pure cgroup v2 kernel, inside a throwaway VM (slow; correctness only).
 test-cgroup2: build
