@@ -5,7 +5,7 @@ export CGO_ENABLED := 1
 export GOFLAGS := -tags=seccomp
 BIN := bin
 CMDS := awf bounded-query
-STATICCHECK_VERSION := v0.7.0
+STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 28m
 
 .PHONY: all deps build test verify-all test-cgroup2 lint demo fuzz bench clean
