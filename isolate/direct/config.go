@@ -42,7 +42,8 @@ var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
 const overlayOptions = "redirect_dir=off,metacopy=off,index=off,xino=off"
 
 // containerConfig builds the libcontainer configuration of one sandbox.
-func (r *Runtime) containerConfig(id, root string, t isolate.Template, sc scratchDirs) (*configs.Config, error) {
+// lower is the repo overlay's lower layer, the runtime's view of t.Repo.
+func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc scratchDirs) (*configs.Config, error) {
 	l := t.Limits
 	var seccomp *configs.Seccomp
 	if !t.Weaken.NoSeccomp {
@@ -110,7 +111,7 @@ func (r *Runtime) containerConfig(id, root string, t isolate.Template, sc scratc
 		ParentDeathSignal: int(unix.SIGKILL),
 		OomScoreAdj:       &adj,
 		Devices:           allowedDevices(),
-		Mounts:            mounts(t, sc),
+		Mounts:            mounts(t, lower, sc),
 		Rlimits: []configs.Rlimit{
 			{Type: unix.RLIMIT_FSIZE, Hard: uint64(l.FileSizeBytes), Soft: uint64(l.FileSizeBytes)},
 			{Type: unix.RLIMIT_NOFILE, Hard: l.NoFile, Soft: l.NoFile},
@@ -125,8 +126,9 @@ func (r *Runtime) containerConfig(id, root string, t isolate.Template, sc scratc
 	return cfg, nil
 }
 
-// mounts lists the sandbox's filesystems on top of the read-only root.
-func mounts(t isolate.Template, sc scratchDirs) []*configs.Mount {
+// mounts lists the sandbox's filesystems on top of the read-only root. The
+// repo overlay's lower layer is the view of t.Repo, never the seed itself.
+func mounts(t isolate.Template, lower string, sc scratchDirs) []*configs.Mount {
 	l := t.Limits
 	const common = unix.MS_NOSUID | unix.MS_NODEV
 	ms := []*configs.Mount{
@@ -138,10 +140,10 @@ func mounts(t isolate.Template, sc scratchDirs) []*configs.Mount {
 			Data: fmt.Sprintf("mode=0755,uid=%d,gid=%d,size=%d", sandboxUID, sandboxGID, l.QueryTmpfsBytes)},
 		{Source: sc.awf, Destination: "/awf", Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | common | unix.MS_NOEXEC},
 	}
-	if t.Repo != "" {
+	if lower != "" {
 		ms = append(ms, &configs.Mount{
 			Source: "overlay", Destination: isolate.RepoDir, Device: "overlay", Flags: common,
-			Data: fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", t.Repo, sc.upper, sc.work, overlayOptions),
+			Data: fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, sc.upper, sc.work, overlayOptions),
 		})
 	}
 	return ms

@@ -3,6 +3,7 @@ package direct_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/staging"
 )
 
 // probeScript reports, from inside the sandbox, the state of every control.
@@ -114,17 +116,56 @@ json.dump({"connect": r}, open("/query/out", "w"))
 	assert.Equal(t, 111.0, m["connect"], "ECONNREFUSED: the host's loopback is another namespace")
 }
 
-// seedRepo creates a small read-only seed owned by the sandbox user.
+// seedRepo creates a small seed as staging leaves one: owned by root, files
+// 0444, directories 0555.
 func seedRepo(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "seed")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("seed a\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "b.txt"), []byte("seed b\n"), 0o644))
-	for _, p := range []string{dir, filepath.Join(dir, "sub"), filepath.Join(dir, "a.txt"), filepath.Join(dir, "sub", "b.txt")} {
-		require.NoError(t, os.Chown(p, 65534, 65534))
-	}
+	writeSeed(t, dir, map[string]string{"a.txt": "seed a\n", "sub/b.txt": "seed b\n"})
 	return dir
+}
+
+// writeSeed creates dir with files (slash paths to contents) and makes it
+// read-only the way staging does, checked by staging.VerifyReadOnly: files
+// 0444 (0555 for names ending in .sh), directories 0555, all owned by root.
+func writeSeed(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return nil
+		case d.IsDir():
+			return nil // after its contents, below
+		}
+		if strings.HasSuffix(p, ".sh") {
+			return os.Chmod(p, 0o555)
+		}
+		return os.Chmod(p, 0o444)
+	})
+	require.NoError(t, err)
+	var dirs []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return err
+	}))
+	for i := len(dirs) - 1; i >= 0; i-- {
+		require.NoError(t, os.Chmod(dirs[i], 0o555))
+	}
+	require.NoError(t, staging.VerifyReadOnly(context.Background(), dir), "the test seed must look staged")
 }
 
 // TestWeakeningsRemoveControls checks that each test-only weakening removes

@@ -107,7 +107,7 @@ func crashAndSweep(t *testing.T, loseJournal bool) {
 	require.NoError(t, syscall.Kill(pid, 0), "the job should outlive its broker (libcontainer gives no death signal)")
 	require.NotEmpty(t, leftoverProcs(t, crashed), "a crash mid-run leaves the sandbox running")
 	require.NotEmpty(t, leftoverCgroups(t, crashed))
-	for _, d := range []string{"journal", "sb", "libct"} {
+	for _, d := range []string{"journal", "sb", "libct", "views"} {
 		ents, err := os.ReadDir(filepath.Join(state, d))
 		require.NoError(t, err)
 		require.NotEmpty(t, ents, "a crash mid-run leaves %s behind", d)

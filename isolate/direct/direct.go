@@ -16,7 +16,9 @@
 // State directory layout: libct/ (libcontainer state), journal/ (one JSON
 // entry per resource), sb/<name>/ (per-sandbox tmpfs holding the script
 // directory bound read-only at /awf and the repo overlay's upper and work
-// directories), roots/ (read-only binds of root filesystems) and lock.
+// directories), roots/ (read-only binds of root filesystems), views/ (one
+// copy of each seed owned by the sandbox user, the repo overlays' lower
+// layer; see view.go) and lock.
 //
 // Cgroups: on cgroup v2 every sandbox gets a leaf under a dedicated parent
 // (HostConfig.CgroupParent, default "awf"), below the broker's own cgroup
@@ -34,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,10 +61,23 @@ const Name = "direct"
 // InitIfRequested must be called from an init function of every binary that
 // uses this package. When the process was started as libcontainer's container
 // init it never returns.
+//
+// Otherwise it locks the main goroutine to the process's main thread, for
+// the life of the process. While a sandbox starts, libcontainer joins the
+// container's mount namespace from a goroutine locked to its OS thread and
+// then lets that goroutine end without unlocking, so that the Go runtime
+// discards the thread. The Go runtime cannot discard the main thread: if
+// that goroutine had run there, the main thread would stay parked in the
+// sandbox's mount namespace and keep its mounts (the repo overlay among
+// them) alive for as long as the process runs. Locking the main goroutine
+// to the main thread during init (which is also where main runs) means no
+// other goroutine is ever scheduled on the main thread, so libcontainer
+// never gets it.
 func InitIfRequested() {
 	if len(os.Args) > 1 && os.Args[1] == "init" && os.Getenv("_LIBCONTAINER_INITPIPE") != "" {
 		libcontainer.Init() // never returns
 	}
+	runtime.LockOSThread()
 }
 
 // idPattern is what a run id may contain: it becomes part of container ids,
@@ -77,6 +93,7 @@ type Runtime struct {
 	journal  string // journal directory
 	scratch  string // per-sandbox scratch directories
 	roots    string // read-only binds of root filesystems
+	viewDir  string // writable-mode copies of seeds (see view.go)
 	cg       cgroupSetup
 	lock     *os.File
 	seq      atomic.Uint64
@@ -84,6 +101,9 @@ type Runtime struct {
 	active   map[string]bool   // journal names of live resources
 	rootBind map[string]string // rootfs dir -> read-only bind
 	policies map[*policy.Policy]*configs.Seccomp
+	viewMu   sync.Mutex
+	views    map[viewKey]*repoView // guarded by viewMu
+	viewSeq  int                   // guarded by viewMu
 	broken   atomic.Pointer[error]
 	closed   atomic.Bool
 }
@@ -124,11 +144,13 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		journal:  filepath.Join(state, "journal"),
 		scratch:  filepath.Join(state, "sb"),
 		roots:    filepath.Join(state, "roots"),
+		viewDir:  filepath.Join(state, "views"),
 		active:   map[string]bool{},
 		rootBind: map[string]string{},
 		policies: map[*policy.Policy]*configs.Seccomp{},
+		views:    map[viewKey]*repoView{},
 	}
-	for _, d := range []string{state, r.libct, r.journal, r.scratch, r.roots} {
+	for _, d := range []string{state, r.libct, r.journal, r.scratch, r.roots, r.viewDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("direct: state dir: %w", err)
 		}
@@ -210,13 +232,15 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close releases the read-only root binds and the state lock. Live sandboxes
-// must be destroyed first; anything left is for the next Sweep.
+// Close releases the read-only root binds, the repository views and the
+// state lock. Live sandboxes must be destroyed first; anything left is for
+// the next Sweep.
 func (r *Runtime) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
 	var errs []error
+	errs = append(errs, r.closeViews())
 	r.mu.Lock()
 	for src, dst := range r.rootBind {
 		name := "root-" + filepath.Base(dst)

@@ -14,6 +14,7 @@ import (
 const (
 	entrySandbox = "sandbox" // a container with its cgroup leaf and scratch tmpfs
 	entryRoot    = "root"    // a read-only bind of a root filesystem
+	entryView    = "view"    // a copy of a seed: the lower layer of repo overlays
 )
 
 // entry is one journalled resource. It is written before the resource is
@@ -27,6 +28,8 @@ type entry struct {
 	Container    string    `json:"container,omitempty"` // libcontainer id
 	Scratch      string    `json:"scratch,omitempty"`   // host tmpfs mount point
 	Mount        string    `json:"mount,omitempty"`     // read-only root bind
+	View         string    `json:"view,omitempty"`      // copy of a seed
+	Seed         string    `json:"seed,omitempty"`      // the seed a view copies
 	CgroupPaths  []string  `json:"cgroup_paths,omitempty"`
 	Created      time.Time `json:"created"`
 }

@@ -29,6 +29,10 @@ func init() {
 // testRootFS is the root filesystem every test in this package runs on.
 var testRootFS string
 
+// initialMntNS is the mount namespace of the main thread before any
+// sandbox existed.
+var initialMntNS string
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(miniBroker())
@@ -41,6 +45,12 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "direct tests must run as root: they build real sandboxes")
 		return 1
 	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/mnt", os.Getpid()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "read the main thread's mount namespace:", err)
+		return 1
+	}
+	initialMntNS = ns
 	dir, err := os.MkdirTemp("", "awf-direct-rootfs-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -128,7 +138,8 @@ func (e *testEnv) run(t testing.TB, tpl isolate.Template, script string) isolate
 }
 
 // assertIdle checks that no sandbox resource is left while the runtime is
-// still open (only the read-only root bind may stay).
+// still open (only the read-only root binds and the repository views may
+// stay).
 func (e *testEnv) assertIdle(t testing.TB) {
 	t.Helper()
 	for _, d := range []string{"libct", "sb"} {
@@ -139,7 +150,7 @@ func (e *testEnv) assertIdle(t testing.TB) {
 	ents, err := os.ReadDir(filepath.Join(e.state, "journal"))
 	require.NoError(t, err)
 	for _, n := range names(ents) {
-		require.True(t, strings.HasPrefix(n, "root-"), "journal entry %s left", n)
+		require.True(t, strings.HasPrefix(n, "root-") || strings.HasPrefix(n, "view-"), "journal entry %s left", n)
 	}
 	require.Empty(t, leftoverCgroups(t, e.runID), "cgroups left")
 	require.Empty(t, leftoverProcs(t, e.runID), "processes left")
@@ -151,7 +162,7 @@ func (e *testEnv) assertIdle(t testing.TB) {
 // assertNoLeftovers checks that nothing of runID is left anywhere.
 func assertNoLeftovers(t testing.TB, runID, state string) {
 	t.Helper()
-	for _, d := range []string{"libct", "sb", "journal", "roots"} {
+	for _, d := range []string{"libct", "sb", "journal", "roots", "views"} {
 		ents, err := os.ReadDir(filepath.Join(state, d))
 		require.NoError(t, err)
 		require.Empty(t, names(ents), "state dir %s not empty", d)

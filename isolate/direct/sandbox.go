@@ -48,7 +48,8 @@ type sandbox struct {
 	id     string
 	ent    entry
 	sc     scratchDirs
-	root   string // read-only bind of the root filesystem
+	root   string    // read-only bind of the root filesystem
+	view   *repoView // lower layer of the repo overlay; nil without a repo
 	argv   []string
 	ctr    *libcontainer.Container
 	proc   *libcontainer.Process
@@ -85,9 +86,15 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	if err != nil {
 		return nil, err
 	}
+	var view *repoView
+	if t.Repo != "" {
+		if view, err = r.acquireView(ctx, t.Repo); err != nil {
+			return nil, fmt.Errorf("direct: prepare: %w", err)
+		}
+	}
 	id := fmt.Sprintf("awf-%s-%d", r.runID, r.seq.Add(1))
 	sb := &sandbox{
-		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), root: root, argv: argv, qfd: -1,
+		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), root: root, view: view, argv: argv, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
 		done: make(chan struct{}),
 	}
@@ -96,6 +103,9 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 		CgroupPaths: r.cg.leafPaths(id), Created: time.Now().UTC(),
 	}
 	if err := r.track(sb.ent); err != nil {
+		if view != nil {
+			r.releaseView(view)
+		}
 		return nil, err
 	}
 	if err := sb.start(ctx); err != nil {
@@ -201,7 +211,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err := os.Chmod(sb.sc.root, 0o700); err != nil {
 		return fmt.Errorf("scratch: %w", err)
 	}
-	cfg, err := sb.r.containerConfig(sb.id, sb.root, sb.t, sb.sc)
+	lower := ""
+	if sb.view != nil {
+		lower = sb.view.dir
+	}
+	cfg, err := sb.r.containerConfig(sb.id, sb.root, lower, sb.t, sb.sc)
 	if err != nil {
 		return err
 	}
@@ -525,6 +539,13 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 	}
 	if len(errs) == 0 {
 		errs = append(errs, sb.r.untrack(sb.ent.Name))
+		if sb.view != nil {
+			// The view outlives its sandboxes; only the count of users
+			// drops. A sandbox that could not be reclaimed keeps its view
+			// in use, so Close leaves it for Sweep.
+			sb.r.releaseView(sb.view)
+			sb.view = nil
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("direct: destroy %s: %w", sb.id, err)

@@ -14,8 +14,9 @@ import (
 
 // Sweep implements isolate.Runtime: it reclaims every journalled resource
 // that is not live in this runtime (containers, their processes, cgroup
-// leaves, scratch tmpfs and root binds), and any container state left
-// without a journal entry. A resource that cannot be reclaimed makes the
+// leaves, scratch tmpfs, root binds and repository views), and any
+// container state, scratch directory, root bind or view left without a
+// journal entry. A resource that cannot be reclaimed makes the
 // runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	if r.closed.Load() {
@@ -63,6 +64,14 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		}
 		unjournalled[name] = entry{Kind: entryRoot, Name: name, Mount: filepath.Join(r.roots, de.Name())}
 	}
+	views, _ := os.ReadDir(r.viewDir)
+	for _, de := range views {
+		name := "view-" + de.Name()
+		if known[name] || r.isActive(name) || !viewNamePattern.MatchString(de.Name()) {
+			continue
+		}
+		unjournalled[name] = entry{Kind: entryView, Name: name, View: filepath.Join(r.viewDir, de.Name())}
+	}
 	for name, e := range unjournalled {
 		if err := r.reclaim(ctx, e); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
@@ -92,6 +101,10 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 			return fmt.Errorf("journalled mount %s is outside %s", e.Mount, r.roots)
 		}
 		errs = append(errs, unmountAndRemove(e.Mount))
+	case entryView:
+		// removeView checks that the path is inside the views directory
+		// and removes the journal entry.
+		return r.removeView(e.Name, e.View)
 	case entrySandbox:
 		if e.Container != "" {
 			if !idPattern.MatchString(e.Container) {

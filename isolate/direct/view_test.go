@@ -1,0 +1,232 @@
+package direct_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/staging"
+)
+
+// changeRepoScript changes the view in every way a working tree is changed
+// and reports each step as "ok" or the errno name.
+const changeRepoScript = `import errno, json, os
+R = "/query/repo"
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def modify():
+    with open(R + "/a.txt", "a") as f:
+        f.write("changed\n")
+def truncate():
+    with open(R + "/sub/deep/c.txt", "w") as f:
+        f.write("rewritten\n")
+def create_sub():
+    with open(R + "/sub/new.txt", "w") as f:
+        f.write("new\n")
+def create_top():
+    with open(R + "/top.txt", "w") as f:
+        f.write("top\n")
+def mkdir_sub():
+    os.mkdir(R + "/sub/newdir")
+r = {
+    "modify": attempt(modify),
+    "truncate": attempt(truncate),
+    "delete": attempt(lambda: os.unlink(R + "/sub/b.txt")),
+    "create_sub": attempt(create_sub),
+    "create_top": attempt(create_top),
+    "mkdir_sub": attempt(mkdir_sub),
+    "chmod": attempt(lambda: os.chmod(R + "/a.txt", 0o600)),
+    "chmod_exec": attempt(lambda: os.chmod(R + "/run.sh", 0o700)),
+    "rename": attempt(lambda: os.rename(R + "/sub/deep/c.txt", R + "/sub/c-moved.txt")),
+    "rmdir": attempt(lambda: (os.unlink(R + "/empty/keep"), os.rmdir(R + "/empty"))),
+}
+st = os.stat(R + "/a.txt")
+r["a"] = open(R + "/a.txt").read()
+r["a_mode"] = oct(st.st_mode & 0o7777)
+r["a_uid"] = st.st_uid
+r["ls"] = sorted(os.listdir(R))
+r["sub"] = sorted(os.listdir(R + "/sub"))
+json.dump(r, open("/query/out", "w"))
+`
+
+// readRepoScript reports what a fresh sandbox sees of the view.
+const readRepoScript = `import json, os
+R = "/query/repo"
+r = {"ls": sorted(os.listdir(R)), "sub": sorted(os.listdir(R + "/sub")), "a": open(R + "/a.txt").read(),
+     "c": open(R + "/sub/deep/c.txt").read(), "a_mode": oct(os.stat(R + "/a.txt").st_mode & 0o7777),
+     "sh_mode": oct(os.stat(R + "/run.sh").st_mode & 0o7777), "uid": os.stat(R).st_uid}
+json.dump(r, open("/query/out", "w"))
+`
+
+// viewSeedFiles is the seed of the view tests.
+var viewSeedFiles = map[string]string{
+	"a.txt":          "seed a\n",
+	"run.sh":         "#!/bin/sh\n",
+	"sub/b.txt":      "seed b\n",
+	"sub/deep/c.txt": "seed c\n",
+	"empty/keep":     "",
+}
+
+// TestRepoViewIsWritable checks that a seed staged root-owned and read-only
+// becomes a fully writable private view: existing files can be changed,
+// deleted, renamed and chmodded and new files created anywhere, while the
+// seed stays byte-identical with its owners and modes, and the next
+// invocation sees the pristine repository.
+func TestRepoViewIsWritable(t *testing.T) {
+	e := newEnv(t)
+	seed := filepath.Join(t.TempDir(), "seed")
+	writeSeed(t, seed, viewSeedFiles)
+	before := treeDigest(t, seed)
+
+	m := decodeOut(t, e.run(t, e.template(t, seed), changeRepoScript))
+	for _, step := range []string{"modify", "truncate", "delete", "create_sub", "create_top", "mkdir_sub", "chmod", "chmod_exec", "rename", "rmdir"} {
+		assert.Equal(t, "ok", m[step], "%s inside the sandbox", step)
+	}
+	assert.Equal(t, "seed a\nchanged\n", m["a"])
+	assert.Equal(t, "0o600", m["a_mode"])
+	assert.Equal(t, 65534.0, m["a_uid"], "the view belongs to the sandbox user")
+	assert.Equal(t, []any{"a.txt", "run.sh", "sub", "top.txt"}, m["ls"])
+	assert.Equal(t, []any{"c-moved.txt", "deep", "new.txt", "newdir"}, m["sub"])
+
+	assert.Equal(t, before, treeDigest(t, seed), "the seed changed")
+	require.NoError(t, staging.VerifyReadOnly(context.Background(), seed), "the seed is no longer as staged")
+
+	// The next invocation sees none of it.
+	m = decodeOut(t, e.run(t, e.template(t, seed), readRepoScript))
+	assert.Equal(t, []any{"a.txt", "empty", "run.sh", "sub"}, m["ls"])
+	assert.Equal(t, []any{"b.txt", "deep"}, m["sub"])
+	assert.Equal(t, "seed a\n", m["a"])
+	assert.Equal(t, "seed c\n", m["c"])
+	assert.Equal(t, "0o644", m["a_mode"], "seed modes plus owner write")
+	assert.Equal(t, "0o755", m["sh_mode"])
+	assert.Equal(t, 65534.0, m["uid"])
+	assert.Equal(t, before, treeDigest(t, seed), "the seed changed")
+}
+
+// TestRepoViewOnePerSeed checks that the view is copied once per seed and
+// runtime, journalled with the run id, kept by a live runtime's Sweep and
+// removed by Close.
+func TestRepoViewOnePerSeed(t *testing.T) {
+	state := t.TempDir()
+	runID := newRunID()
+	rt, err := direct.Open(isolate.HostConfig{RunID: runID, StateDir: state})
+	require.NoError(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = rt.Sweep(context.Background())
+			_ = rt.Close()
+		}
+		assertNoLeftovers(t, runID, state)
+	})
+	e := &testEnv{rt: rt, runID: runID, state: state}
+	seedA, seedB := seedRepo(t), seedRepo(t)
+	for i := 0; i < 3; i++ {
+		decodeOut(t, e.run(t, e.template(t, seedA), readAScript))
+	}
+	views := viewEntries(t, state)
+	require.Len(t, views, 1, "one view for one seed, whatever the number of invocations")
+	decodeOut(t, e.run(t, e.template(t, seedB), readAScript))
+	views = viewEntries(t, state)
+	require.Len(t, views, 2, "one view per seed")
+
+	seeds := map[string]bool{}
+	for _, name := range views {
+		b, err := os.ReadFile(filepath.Join(state, "journal", name+".json"))
+		require.NoError(t, err, "every view is journalled")
+		var j struct {
+			Kind  string `json:"kind"`
+			RunID string `json:"run_id"`
+			View  string `json:"view"`
+			Seed  string `json:"seed"`
+		}
+		require.NoError(t, json.Unmarshal(b, &j))
+		assert.Equal(t, "view", j.Kind)
+		assert.Equal(t, runID, j.RunID)
+		assert.True(t, strings.HasPrefix(j.View, filepath.Join(state, "views")+"/"), j.View)
+		seeds[j.Seed] = true
+	}
+	assert.Equal(t, map[string]bool{seedA: true, seedB: true}, seeds)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, rt.Sweep(ctx))
+	assert.Len(t, viewEntries(t, state), 2, "Sweep keeps the live runtime's views")
+	require.NoError(t, rt.Close())
+	closed = true
+	assert.Empty(t, viewEntries(t, state), "Close removes the views")
+}
+
+// TestRepoViewFollowsReplacedSeed replaces a seed at the same path and
+// checks that the next sandbox sees the new seed, not a stale view.
+func TestRepoViewFollowsReplacedSeed(t *testing.T) {
+	e := newEnv(t)
+	seed := filepath.Join(t.TempDir(), "seed")
+	writeSeed(t, seed, map[string]string{"a.txt": "first\n", "sub/b.txt": "b\n"})
+	m := decodeOut(t, e.run(t, e.template(t, seed), readAScript))
+	assert.Equal(t, "first\n", m["a"])
+
+	require.NoError(t, os.RemoveAll(seed))
+	writeSeed(t, seed, map[string]string{"a.txt": "second\n", "sub/b.txt": "b\n"})
+	m = decodeOut(t, e.run(t, e.template(t, seed), readAScript))
+	assert.Equal(t, "second\n", m["a"], "a replaced seed must get a new view")
+}
+
+// readAScript answers with the content of a.txt.
+const readAScript = "import json\njson.dump({'a': open('/query/repo/a.txt').read()}, open('/query/out', 'w'))\n"
+
+// viewEntries lists the view journal entries in state.
+func viewEntries(t testing.TB, state string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(state, "journal"))
+	require.NoError(t, err)
+	var out []string
+	for _, de := range ents {
+		if name, ok := strings.CutSuffix(de.Name(), ".json"); ok && strings.HasPrefix(name, "view-") {
+			out = append(out, name)
+		}
+	}
+	views, err := os.ReadDir(filepath.Join(state, "views"))
+	require.NoError(t, err)
+	require.Len(t, views, len(out), "view directories and journal entries disagree")
+	return out
+}
+
+// TestMainThreadStaysInHostMountNamespace runs several sandboxes and checks
+// that the process's main thread is still in its initial mount namespace
+// and does not see any sandbox's mounts.
+func TestMainThreadStaysInHostMountNamespace(t *testing.T) {
+	e := newEnv(t)
+	seed := seedRepo(t)
+	for i := 0; i < 8; i++ {
+		decodeOut(t, e.run(t, e.template(t, seed), readAScript))
+	}
+	main := os.Getpid()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/mnt", main))
+	require.NoError(t, err)
+	assert.Equal(t, initialMntNS, ns, "the main thread was left in another mount namespace")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", main))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		assert.NotEqual(t, isolate.RepoDir, f[4], "the main thread sees a sandbox's repo overlay: %s", line)
+		assert.NotContains(t, line, "lowerdir="+filepath.Join(e.state, "views"), "the main thread sees a sandbox's repo overlay")
+	}
+}
