@@ -82,6 +82,7 @@ func seedKey(seed string) (viewKey, error) {
 // counts one more user of it. Each successful call must be paired with
 // releaseView.
 func (r *Runtime) acquireView(ctx context.Context, seed string) (*repoView, error) {
+	seed = filepath.Clean(seed)
 	for attempt := 1; ; attempt++ {
 		key, err := seedKey(seed)
 		if err != nil {

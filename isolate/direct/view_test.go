@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
@@ -229,4 +230,23 @@ func TestMainThreadStaysInHostMountNamespace(t *testing.T) {
 		assert.NotEqual(t, isolate.RepoDir, f[4], "the main thread sees a sandbox's repo overlay: %s", line)
 		assert.NotContains(t, line, "lowerdir="+filepath.Join(e.state, "views"), "the main thread sees a sandbox's repo overlay")
 	}
+}
+
+// TestRepoViewCopyFailureFailsClosed gives a seed the copier refuses (it
+// holds a FIFO) and checks that Prepare fails, leaves nothing behind, and
+// that the runtime stays usable.
+func TestRepoViewCopyFailureFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	seed := filepath.Join(t.TempDir(), "seed")
+	require.NoError(t, os.Mkdir(seed, 0o755))
+	require.NoError(t, unix.Mkfifo(filepath.Join(seed, "fifo"), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := e.rt.Prepare(ctx, e.template(t, seed))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "view of "+seed)
+	assert.Empty(t, viewEntries(t, e.state), "a failed copy leaves no view")
+	e.assertIdle(t)
+	require.NoError(t, e.rt.Usable())
+	decodeOut(t, e.run(t, e.template(t, seedRepo(t)), readAScript))
 }

@@ -1,0 +1,85 @@
+package direct_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/staging"
+)
+
+// BenchmarkFirstPrepareView measures what the repository view costs: each
+// iteration opens a fresh runtime on the same state directory, prepares
+// one sandbox without a repository (to bind the root filesystem), then the
+// first sandbox over the seed (which copies it into the view) and a second
+// one (which reuses the view), and closes the runtime (which removes the
+// view). Separately, and interleaved, it times staging.CopyTree with the
+// view's options alone. It reports the medians (ms) of the first and of
+// the second Prepare, their difference, and of the copy alone.
+func BenchmarkFirstPrepareView(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		files int
+		size  int
+	}{{"small", 0, 0}, {"50MB", 1000, 50 << 10}} {
+		b.Run(c.name, func(b *testing.B) {
+			seed := filepath.Join(b.TempDir(), "seed")
+			files := map[string]string{"a.txt": "seed a\n", "sub/b.txt": "seed b\n"}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range c.files {
+				buf := make([]byte, c.size)
+				for j := range buf {
+					buf[j] = byte('a' + rng.IntN(26))
+				}
+				files[fmt.Sprintf("d%02d/f%04d.txt", i%20, i)] = string(buf)
+			}
+			writeSeed(b, seed, files)
+			state := b.TempDir()
+			scratch := b.TempDir()
+			ctx := context.Background()
+			var first, again, copyOnly []time.Duration
+			n := 0
+			for b.Loop() {
+				n++
+				rt, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: state})
+				require.NoError(b, err)
+				e := &testEnv{rt: rt, state: state}
+				timedPrepare(b, rt, e.template(b, ""))
+				first = append(first, timedPrepare(b, rt, e.template(b, seed)))
+				again = append(again, timedPrepare(b, rt, e.template(b, seed)))
+				require.NoError(b, rt.Close())
+
+				dst := filepath.Join(scratch, fmt.Sprint(n))
+				t0 := time.Now()
+				require.NoError(b, staging.CopyTree(ctx, seed, dst, staging.CopyLimits{
+					Owner: &staging.Ownership{UID: 65534, GID: 65534}, Writable: true}))
+				copyOnly = append(copyOnly, time.Since(t0))
+			}
+			report(b, "first-prepare-ms", first)
+			report(b, "again-prepare-ms", again)
+			b.ReportMetric(float64(median(first)-median(again))/float64(time.Millisecond), "view-cost-ms")
+			report(b, "copytree-ms", copyOnly)
+		})
+	}
+}
+
+// timedPrepare prepares and destroys one sandbox and returns how long
+// Prepare took.
+func timedPrepare(b *testing.B, rt *direct.Runtime, tpl isolate.Template) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	sb, err := rt.Prepare(ctx, tpl)
+	d := time.Since(t0)
+	require.NoError(b, err)
+	require.NoError(b, sb.Destroy(ctx))
+	return d
+}
