@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
@@ -20,9 +23,12 @@ import (
 // one sandbox without a repository (to bind the root filesystem), then the
 // first sandbox over the seed (which copies it into the view) and a second
 // one (which reuses the view), and closes the runtime (which removes the
-// view). Separately, and interleaved, it times staging.CopyTree with the
-// view's options alone. It reports the medians (ms) of the first and of
-// the second Prepare, their difference, and of the copy alone.
+// view). Interleaved with that, it times staging.CopyTree with the view's
+// options alone and, as a peer, cp -a of the same seed. It reports the
+// medians (ms) of the first and of the second Prepare, their difference,
+// of the copy alone and of cp -a, and the ratio of the last two. Only one
+// copy is on disk at a time, as with one runtime, and each iteration starts
+// after a sync, so one copy's writeback does not land on the next.
 func BenchmarkFirstPrepareView(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -44,10 +50,14 @@ func BenchmarkFirstPrepareView(b *testing.B) {
 			state := b.TempDir()
 			scratch := b.TempDir()
 			ctx := context.Background()
-			var first, again, copyOnly []time.Duration
+			var first, again, copyOnly, cpA []time.Duration
 			n := 0
 			for b.Loop() {
 				n++
+				// Start each iteration with no dirty pages from the last.
+				b.StopTimer()
+				unix.Sync()
+				b.StartTimer()
 				rt, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: state})
 				require.NoError(b, err)
 				e := &testEnv{rt: rt, state: state}
@@ -61,11 +71,22 @@ func BenchmarkFirstPrepareView(b *testing.B) {
 				require.NoError(b, staging.CopyTree(ctx, seed, dst, staging.CopyLimits{
 					Owner: &staging.Ownership{UID: 65534, GID: 65534}, Writable: true}))
 				copyOnly = append(copyOnly, time.Since(t0))
+				// Like Close, leave one copy at a time on disk.
+				require.NoError(b, os.RemoveAll(dst))
+
+				// Peer: cp -a of the same seed, on the same filesystem.
+				t0 = time.Now()
+				out, err := exec.Command("cp", "-a", seed, dst).CombinedOutput()
+				require.NoError(b, err, "cp -a: %s", out)
+				cpA = append(cpA, time.Since(t0))
+				require.NoError(b, os.RemoveAll(dst))
 			}
 			report(b, "first-prepare-ms", first)
 			report(b, "again-prepare-ms", again)
 			b.ReportMetric(float64(median(first)-median(again))/float64(time.Millisecond), "view-cost-ms")
 			report(b, "copytree-ms", copyOnly)
+			report(b, "cp-a-ms", cpA)
+			b.ReportMetric(median(copyOnly).Seconds()/median(cpA).Seconds(), "copytree/cp-a")
 		})
 	}
 }
