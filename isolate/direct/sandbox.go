@@ -134,13 +134,19 @@ func checkTemplate(t isolate.Template) error {
 		return fmt.Errorf("direct: rootfs %q must be absolute", t.RootFS)
 	}
 	if t.Repo != "" {
-		if !filepath.IsAbs(t.Repo) || strings.ContainsAny(t.Repo, ",:\\\n") {
-			return fmt.Errorf("direct: repo path %q must be absolute and free of , : \\", t.Repo)
-		}
-		fi, err := os.Stat(t.Repo)
-		if err != nil || !fi.IsDir() {
-			return fmt.Errorf("direct: repo %s is not a directory", t.Repo)
-		}
+		return checkRepo(t.Repo)
+	}
+	return nil
+}
+
+// checkRepo validates a seed directory's path.
+func checkRepo(repo string) error {
+	if !filepath.IsAbs(repo) || strings.ContainsAny(repo, ",:\\\n") {
+		return fmt.Errorf("direct: repo path %q must be absolute and free of , : \\", repo)
+	}
+	fi, err := os.Stat(repo)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("direct: repo %s is not a directory", repo)
 	}
 	return nil
 }

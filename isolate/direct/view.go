@@ -78,6 +78,24 @@ func seedKey(seed string) (viewKey, error) {
 	return viewKey{path: seed, dev: st.Dev, ino: st.Ino, ctimeSec: st.Ctim.Sec, ctimeNsec: st.Ctim.Nsec}, nil
 }
 
+// WarmView makes this runtime's view of seed now, so that the first Prepare
+// over it does not pay the copy (for example at broker start-up, under its
+// own deadline). It is optional: Prepare makes a missing view itself.
+func (r *Runtime) WarmView(ctx context.Context, seed string) error {
+	if err := r.Usable(); err != nil {
+		return err
+	}
+	if err := checkRepo(seed); err != nil {
+		return err
+	}
+	v, err := r.acquireView(ctx, seed)
+	if err != nil {
+		return fmt.Errorf("direct: %w", err)
+	}
+	r.releaseView(v)
+	return nil
+}
+
 // acquireView returns the view of seed, copying the seed on first use, and
 // counts one more user of it. Each successful call must be paired with
 // releaseView.

@@ -250,3 +250,18 @@ func TestRepoViewCopyFailureFailsClosed(t *testing.T) {
 	require.NoError(t, e.rt.Usable())
 	decodeOut(t, e.run(t, e.template(t, seedRepo(t)), readAScript))
 }
+
+// TestWarmView makes the view ahead of the first Prepare, which then
+// reuses it, and refuses a relative seed path.
+func TestWarmView(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seed := seedRepo(t)
+	require.NoError(t, e.rt.WarmView(ctx, seed))
+	require.NoError(t, e.rt.WarmView(ctx, seed+"/"))
+	require.Len(t, viewEntries(t, e.state), 1, "one view per seed")
+	decodeOut(t, e.run(t, e.template(t, seed), readAScript))
+	require.Len(t, viewEntries(t, e.state), 1, "Prepare reuses the warmed view")
+	require.Error(t, e.rt.WarmView(ctx, "seed"))
+}
