@@ -191,10 +191,12 @@ func (r *Runtime) buildView(ctx context.Context, v *repoView) error {
 	return nil
 }
 
-// removeView deletes a view directory and then its journal entry.
+// removeView deletes a view directory and then its journal entry. The
+// directory must be a direct child of the views directory, whatever the
+// journal says.
 func (r *Runtime) removeView(name, dir string) error {
-	if !within(dir, r.viewDir) || dir == r.viewDir {
-		return fmt.Errorf("view %s is outside %s", dir, r.viewDir)
+	if filepath.Clean(dir) != dir || filepath.Dir(dir) != r.viewDir || !viewNamePattern.MatchString(filepath.Base(dir)) {
+		return fmt.Errorf("view %s is not a view directory in %s", dir, r.viewDir)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove view %s: %w", dir, err)

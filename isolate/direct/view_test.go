@@ -265,3 +265,28 @@ func TestWarmView(t *testing.T) {
 	require.Len(t, viewEntries(t, e.state), 1, "Prepare reuses the warmed view")
 	require.Error(t, e.rt.WarmView(ctx, "seed"))
 }
+
+// TestSweepRefusesViewOutsideState journals a "view" outside the views
+// directory and checks that Sweep removes nothing and fails closed.
+func TestSweepRefusesViewOutsideState(t *testing.T) {
+	state := t.TempDir()
+	victim := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(victim, "keep"), []byte("keep"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "journal"), 0o700))
+	for i, p := range []string{victim, filepath.Join(state, "views", "..", "..", filepath.Base(victim))} {
+		name := fmt.Sprintf("view-x-%d", i+1)
+		b, err := json.Marshal(map[string]any{"kind": "view", "name": name, "run_id": "x", "view": p, "created": time.Now()})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(state, "journal", name+".json"), b, 0o600))
+	}
+	rt, err := direct.Open(isolate.HostConfig{RunID: newRunID(), StateDir: state})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = rt.Sweep(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a view directory")
+	assert.Error(t, rt.Usable(), "a resource that cannot be reclaimed makes the runtime unusable")
+	assert.FileExists(t, filepath.Join(victim, "keep"))
+}
