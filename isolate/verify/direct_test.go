@@ -20,9 +20,7 @@ import (
 // verify, with the reason. The test asserts that they still fail, so the
 // entry must be removed when the defect is fixed; the report and the exit
 // status of awf isolate verify are not affected by this list.
-var knownDirectDefects = map[string]string{
-	"ctl/repo-modify": "seeds are staged root-owned and read-only (0444/0555), and the overlay view keeps those modes, so uid 65534 cannot change existing files of the 'private writable view'",
-}
+var knownDirectDefects = map[string]string{}
 
 // TestDirectPasses runs the whole battery in the real direct sandbox: every
 // probe, the loaded-filter comparison and the leftover checks must pass.
