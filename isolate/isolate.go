@@ -243,6 +243,15 @@ type Runtime interface {
 	Close() error
 }
 
+// Warmer is implemented by runtimes that can do a template's one-off work
+// (for example a per-seed copy of the repository view) before the first
+// request, so that it is not paid inside that request's timing bucket.
+type Warmer interface {
+	// Warm prepares whatever t needs ahead of Prepare. It must be safe to call
+	// more than once and must respect ctx's deadline.
+	Warm(ctx context.Context, t Template) error
+}
+
 // HostConfig is what a runtime needs from the host and from the operator.
 type HostConfig struct {
 	// RunID names the current broker run.

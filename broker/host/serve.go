@@ -98,10 +98,25 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
 		audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
 	}
+	tmpl := isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol}
+	// One-off per-seed work (the direct runtime's private view copy) happens
+	// now, under its own deadline, rather than inside a first request's bucket.
+	if w, ok := rt.(isolate.Warmer); ok {
+		for _, sd := range bs {
+			t := tmpl
+			t.Repo = sd.Dir
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			err := w.Warm(wctx, t)
+			cancel()
+			if err != nil {
+				return fail("seed-warm-failed", fmt.Errorf("warm %s: %w", sd.Repo, err))
+			}
+		}
+	}
 	b, err := broker.New(broker.Options{
 		Kind:           broker.QueryKind{},
 		Runtime:        rt,
-		Template:       isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol},
+		Template:       tmpl,
 		Seeds:          bs,
 		MaxInvocations: s.MaxInvocations,
 		Timeout:        limits.Wall,

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/staging"
 )
 
@@ -76,6 +77,18 @@ func seedKey(seed string) (viewKey, error) {
 		return viewKey{}, fmt.Errorf("seed %s is not a directory", seed)
 	}
 	return viewKey{path: seed, dev: st.Dev, ino: st.Ino, ctimeSec: st.Ctim.Sec, ctimeNsec: st.Ctim.Nsec}, nil
+}
+
+// The direct runtime does per-seed work that a broker can do at start-up.
+var _ isolate.Warmer = (*Runtime)(nil)
+
+// Warm implements isolate.Warmer: it makes t.Repo's view ahead of the first
+// Prepare. A template without a repository needs nothing.
+func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
+	if t.Repo == "" {
+		return nil
+	}
+	return r.WarmView(ctx, t.Repo)
 }
 
 // WarmView makes this runtime's view of seed now, so that the first Prepare
