@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -84,14 +83,7 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
 	o.Stdout, o.Stderr = s.logs(ctx)
-	if o.Kind == isolate.KindNonzeroExit && !s.t.Weaken.NoPidsLimit && hitTaskLimit(o.Stderr) {
-		o.Kind = isolate.KindPidsLimit
-		o.Detail = fmt.Sprintf("docker: the job could not start a process or thread past the pids limit %d", s.t.Limits.Pids)
-	}
-	if o.Kind == isolate.KindNonzeroExit && s.hitFileSize(o.Stderr) {
-		o.Kind = isolate.KindFileSizeLimit
-		o.Detail = fmt.Sprintf("docker: a write reached the file size limit %d bytes", s.t.Limits.FileSizeBytes)
-	}
+	s.ws.RelabelLimits(&o, s.t, "docker", "the pids limit")
 	if o.Kind != isolate.KindOK {
 		return o
 	}
@@ -284,23 +276,6 @@ func demux(r io.Reader, stdout, stderr io.Writer) {
 			return
 		}
 	}
-}
-
-// hitTaskLimit recognises CPython's reports of a refused fork or thread
-// start (EAGAIN under the pids cgroup). It only labels the audit record:
-// the container's cgroup and its counters are gone once it has stopped.
-func hitTaskLimit(stderr []byte) bool {
-	return bytes.Contains(stderr, []byte("RuntimeError: can't start new thread")) ||
-		bytes.Contains(stderr, []byte("[Errno 11] Resource temporarily unavailable"))
-}
-
-// hitFileSize reports whether a failed job ran into RLIMIT_FSIZE, which
-// CPython reports as EFBIG rather than dying of SIGXFSZ.
-func (s *sandbox) hitFileSize(stderr []byte) bool {
-	if s.ws.FileAtLimit(s.t.Limits.FileSizeBytes) != "" {
-		return true
-	}
-	return bytes.Contains(stderr, []byte("[Errno 27] File too large"))
 }
 
 // Destroy force-removes the container and removes the workspace. It is

@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,14 +61,7 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
 	o.Stdout, o.Stderr = stdout.Bytes(), stderr.Bytes()
-	if o.Kind == isolate.KindNonzeroExit && !s.t.Weaken.NoPidsLimit && hitTaskLimit(o.Stderr) {
-		o.Kind = isolate.KindPidsLimit
-		o.Detail = fmt.Sprintf("gvisor: the job could not start a process or thread past the limit %d (RLIMIT_NPROC in the Sentry)", s.t.Limits.Pids)
-	}
-	if o.Kind == isolate.KindNonzeroExit && s.hitFileSize(o.Stderr) {
-		o.Kind = isolate.KindFileSizeLimit
-		o.Detail = fmt.Sprintf("gvisor: a write reached the file size limit %d bytes", s.t.Limits.FileSizeBytes)
-	}
+	s.ws.RelabelLimits(&o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
 	if o.Kind != isolate.KindOK {
 		return o
 	}
@@ -240,26 +232,6 @@ func (s *sandbox) classify(waitErr error) isolate.Outcome {
 		return o
 	}
 	return isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: code, Detail: fmt.Sprintf("gvisor: job exited with status %d", code)}
-}
-
-// hitTaskLimit recognises CPython's reports of a refused fork or thread
-// start (EAGAIN), which is how the Sentry's RLIMIT_NPROC shows. It only
-// labels the audit record.
-func hitTaskLimit(stderr []byte) bool {
-	return bytes.Contains(stderr, []byte("RuntimeError: can't start new thread")) ||
-		bytes.Contains(stderr, []byte("[Errno 11] Resource temporarily unavailable"))
-}
-
-// hitFileSize reports whether a failed job ran into RLIMIT_FSIZE. CPython
-// ignores SIGXFSZ, so such a job just fails with EFBIG. A file at the limit
-// in the host-side /query or repository view shows it; for files inside the
-// Sentry (/tmp) only CPython's report of EFBIG on stderr does. Either only
-// labels the audit record.
-func (s *sandbox) hitFileSize(stderr []byte) bool {
-	if s.ws.FileAtLimit(s.t.Limits.FileSizeBytes) != "" {
-		return true
-	}
-	return bytes.Contains(stderr, []byte("[Errno 27] File too large"))
 }
 
 // Destroy kills whatever runs and removes the container state, the cgroup
