@@ -28,7 +28,7 @@ func init() {
 	verify.HelperIfRequested()
 }
 
-const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [--require NAME]... [--json]
+const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [--require NAME...]... [--json]
                          [--rootfs DIR [--digest D]] [--policy FILE] [--private-root DIR]
                          [--state-dir DIR] [--cgroup-parent NAME] [--runsc PATH]
                          [--docker-socket PATH] [--probe ID|PREFIX/]... [--progress]
@@ -61,6 +61,46 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// spreadValues lets a list flag take several words, as in
+// "--require direct gvisor docker": every bare word after one of the named
+// flags becomes another occurrence of that flag, until the next flag or "--".
+func spreadValues(args []string, names ...string) []string {
+	isList := func(a string) (string, bool) {
+		for _, n := range names {
+			for _, p := range []string{"-" + n, "--" + n} {
+				if a == p || strings.HasPrefix(a, p+"=") {
+					return p, true
+				}
+			}
+		}
+		return "", false
+	}
+	out := make([]string, 0, len(args))
+	current := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch flagName, ok := isList(a); {
+		case a == "--":
+			return append(out, args[i:]...)
+		case ok:
+			current = flagName
+			out = append(out, a)
+			if a == flagName && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+		case strings.HasPrefix(a, "-"):
+			current = ""
+			out = append(out, a)
+		case current != "":
+			out = append(out, current, a)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // cmdIsolateVerify implements "awf isolate verify".
 func cmdIsolateVerify(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("awf isolate verify", flag.ContinueOnError)
@@ -80,7 +120,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
 	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
 	progress := fs.Bool("progress", false, "print each result to standard error as it is known")
-	if err := fs.Parse(e.args); err != nil {
+	if err := fs.Parse(spreadValues(e.args, "runtime", "require")); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 {

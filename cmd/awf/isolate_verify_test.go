@@ -55,3 +55,18 @@ func TestVerifyAndMatrixUsage(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", args, errb.String())
 	}
 }
+
+func TestSpreadValues(t *testing.T) {
+	cases := []struct {
+		in, want []string
+	}{
+		{[]string{"--require", "direct", "gvisor", "docker", "--json"}, []string{"--require", "direct", "--require", "gvisor", "--require", "docker", "--json"}},
+		{[]string{"--runtime=all", "sbx", "--require", "direct"}, []string{"--runtime=all", "--runtime", "sbx", "--require", "direct"}},
+		{[]string{"--json", "extra"}, []string{"--json", "extra"}},
+		{[]string{"--require", "direct", "--", "x"}, []string{"--require", "direct", "--", "x"}},
+		{[]string{"--docker-socket", "/s", "direct"}, []string{"--docker-socket", "/s", "direct"}},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, spreadValues(tc.in, "runtime", "require"), "%q", tc.in)
+	}
+}
