@@ -58,7 +58,11 @@ func TestGVisorBattery(t *testing.T) {
 func TestDockerBattery(t *testing.T) {
 	sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
 	if sock == "" {
-		t.Skip("BLOCKED: AWF_TEST_DOCKER_SOCKET is not set (make test starts a private dockerd); the docker runtime cannot be verified here")
+		if _, err := exec.LookPath("dockerd"); err != nil {
+			t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be verified here")
+		}
+		// The engine is installed, so a missing daemon is a set-up fault.
+		t.Fatal("AWF_TEST_DOCKER_SOCKET is not set: start a private dockerd with tests/setup/dockerd.sh start and export it (make test does)")
 	}
 	if _, err := dockerInfo(context.Background(), sock); err != nil {
 		t.Fatalf("AWF_TEST_DOCKER_SOCKET=%s is set but no Engine answers: %v", sock, err)
