@@ -9,10 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -216,24 +213,7 @@ func (s *sandbox) classify(st containerState) isolate.Outcome {
 	if st.State.Error != "" {
 		return isolate.Err(isolate.KindLaunchFailed, "docker: %s", st.State.Error)
 	}
-	if code == 0 {
-		return isolate.Outcome{Kind: isolate.KindOK}
-	}
-	// The Engine reports a job killed by signal N as exit status 128+N.
-	if code > 128 && code < 128+65 {
-		sig := syscall.Signal(code - 128)
-		o := isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: -1, Signal: unix.SignalName(sig)}
-		switch sig {
-		case syscall.SIGSYS:
-			o.Kind, o.Detail = isolate.KindSeccompKill, "docker: killed by the seccomp policy (SIGSYS)"
-		case syscall.SIGXFSZ:
-			o.Kind, o.Detail = isolate.KindFileSizeLimit, "docker: file size limit reached (SIGXFSZ)"
-		default:
-			o.Detail = fmt.Sprintf("docker: job killed by %s", o.Signal)
-		}
-		return o
-	}
-	return isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: code, Detail: fmt.Sprintf("docker: job exited with status %d", code)}
+	return workspace.ExitOutcome("docker", code)
 }
 
 // logs reads the container's stdout and stderr back from its size-capped

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -214,24 +213,7 @@ func (s *sandbox) classify(waitErr error) isolate.Outcome {
 	if msg := runscLogError(s.ws.Path("runsc.log")); msg != "" {
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: runsc failed (exit %d): %s", code, msg)
 	}
-	if code == 0 {
-		return isolate.Outcome{Kind: isolate.KindOK}
-	}
-	// runsc reports a job killed by signal N as exit status 128+N.
-	if code > 128 && code < 128+65 {
-		sig := syscall.Signal(code - 128)
-		o := isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: -1, Signal: unix.SignalName(sig)}
-		switch sig {
-		case syscall.SIGSYS:
-			o.Kind, o.Detail = isolate.KindSeccompKill, "gvisor: killed by the seccomp policy (SIGSYS)"
-		case syscall.SIGXFSZ:
-			o.Kind, o.Detail = isolate.KindFileSizeLimit, "gvisor: file size limit reached (SIGXFSZ)"
-		default:
-			o.Detail = fmt.Sprintf("gvisor: job killed by %s", o.Signal)
-		}
-		return o
-	}
-	return isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: code, Detail: fmt.Sprintf("gvisor: job exited with status %d", code)}
+	return workspace.ExitOutcome("gvisor", code)
 }
 
 // Destroy kills whatever runs and removes the container state, the cgroup

@@ -3,6 +3,9 @@ package workspace
 import (
 	"bytes"
 	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 )
@@ -43,4 +46,27 @@ func (w *Workspace) hitFileSize(limit int64, stderr []byte) bool {
 		return true
 	}
 	return bytes.Contains(stderr, []byte("[Errno 27] File too large"))
+}
+
+// ExitOutcome turns a job's exit status, as a runtime that reports a death
+// by signal N as status 128+N gives it, into a typed outcome. backend names
+// the runtime in the detail.
+func ExitOutcome(backend string, code int) isolate.Outcome {
+	if code == 0 {
+		return isolate.Outcome{Kind: isolate.KindOK}
+	}
+	if code > 128 && code < 128+65 {
+		sig := syscall.Signal(code - 128)
+		o := isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: -1, Signal: unix.SignalName(sig)}
+		switch sig {
+		case syscall.SIGSYS:
+			o.Kind, o.Detail = isolate.KindSeccompKill, backend+": killed by the seccomp policy (SIGSYS)"
+		case syscall.SIGXFSZ:
+			o.Kind, o.Detail = isolate.KindFileSizeLimit, backend+": file size limit reached (SIGXFSZ)"
+		default:
+			o.Detail = fmt.Sprintf("%s: job killed by %s", backend, o.Signal)
+		}
+		return o
+	}
+	return isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: code, Detail: fmt.Sprintf("%s: job exited with status %d", backend, code)}
 }
