@@ -133,9 +133,6 @@ func TestServerCapsAndRoutes(t *testing.T) {
 }
 
 func TestServerHeadTimeoutCanonical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short: waits for the 5 s head timeout")
-	}
 	ts := startServer(t, 32)
 	c, err := net.Dial("unix", ts.sock)
 	require.NoError(t, err)
