@@ -1,0 +1,188 @@
+// Package hostview owns the one list of host-wide kernel files that a
+// sandbox can move and that another observer could read: the agent while a
+// query runs, or a later sandbox. Invariant 8 says no such file may carry a
+// bit, so every consumer renders this list and none keeps its own:
+//
+//   - the agent shim replaces each Snapshot entry by a copy frozen when the
+//     agent starts (same format, so free, nproc, top and os.totalmem still
+//     work) and covers every other non-process entry of /proc;
+//   - every sandbox backend masks each entry (a script has no need for them).
+//
+// The package reads /proc only in Snapshot; Entries is pure data. It does
+// not decide how a backend masks a path: that is the backend's business.
+package hostview
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Action says what the agent's view does with an entry.
+type Action int
+
+const (
+	// Snapshot replaces the entry by a read-only copy taken at agent start.
+	// Tools read these (free, top, nproc, runtimes sizing their heaps).
+	Snapshot Action = iota + 1
+	// Mask replaces the entry by an empty file or directory. Nothing an
+	// agent needs reads it, and a copy would still show host state.
+	Mask
+)
+
+func (a Action) String() string {
+	switch a {
+	case Snapshot:
+		return "snapshot"
+	case Mask:
+		return "mask"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Entry is one host-wide file or directory under /proc or /sys.
+type Entry struct {
+	// Path is absolute, as seen on the host (/proc/stat).
+	Path string
+	// Action is what the agent's view does with it. Sandboxes mask every entry.
+	Action Action
+	// Reason says which movement of shared state the entry would show.
+	Reason string
+}
+
+// entries is the list. Keep it sorted by path; Entries returns a copy.
+var entries = []Entry{
+	{"/proc/buddyinfo", Snapshot, "free pages per order and zone move with every allocation a sandbox makes"},
+	{"/proc/cpuinfo", Snapshot, "the current clock rate (cpu MHz) follows the load a sandbox puts on a core"},
+	{"/proc/diskstats", Snapshot, "read and write counts per disk move with every page a sandbox faults in from disk"},
+	{"/proc/interrupts", Snapshot, "timer, IPI and device interrupt counts per CPU move with a sandbox's activity"},
+	{"/proc/key-users", Mask, "per-uid key counts; sandboxes share uid 65534"},
+	{"/proc/loadavg", Snapshot, "run-queue averages and the number of runnable tasks follow a sandbox's threads"},
+	{"/proc/locks", Snapshot, "every file lock on the host, with its owner's pid and inode"},
+	{"/proc/meminfo", Snapshot, "free, cached, dirty and slab memory move with a sandbox's allocations and reads"},
+	{"/proc/pagetypeinfo", Mask, "free pages per migrate type move with allocations"},
+	{"/proc/partitions", Snapshot, "block devices appear as loop devices are attached"},
+	{"/proc/pressure", Snapshot, "CPU, memory and I/O stall times follow a sandbox's contention"},
+	{"/proc/schedstat", Snapshot, "per-CPU run and wait times follow a sandbox's threads"},
+	{"/proc/slabinfo", Mask, "kernel object counts (dentries, inodes, tasks) move with a sandbox's activity"},
+	{"/proc/softirqs", Snapshot, "softirq counts per CPU move with a sandbox's timers and I/O"},
+	{"/proc/stat", Snapshot, "CPU times, context switches and the fork counter (processes) follow a sandbox"},
+	{"/proc/swaps", Snapshot, "swap use moves under a sandbox's memory pressure"},
+	{"/proc/sys", Snapshot, "fs/file-nr, fs/inode-nr, fs/dentry-state, kernel/random/entropy_avail and friends are host-wide counters"},
+	{"/proc/sysvipc", Mask, "System V IPC objects of the namespace, with pids"},
+	{"/proc/uptime", Snapshot, "the second field is idle time summed over CPUs, which falls as a sandbox computes"},
+	{"/proc/vmallocinfo", Mask, "kernel virtual allocations move with a sandbox's activity"},
+	{"/proc/vmstat", Snapshot, "page fault, reclaim and I/O counters move with a sandbox's memory use"},
+	{"/proc/zoneinfo", Snapshot, "free and used pages per zone move with a sandbox's allocations"},
+}
+
+// Entries returns the list, sorted by path. The slice is a copy.
+func Entries() []Entry {
+	return append([]Entry(nil), entries...)
+}
+
+// MaskPaths returns every entry's path, for a sandbox backend to mask.
+func MaskPaths() []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Path
+	}
+	return out
+}
+
+// Lookup returns the entry for path, if it is on the list.
+func Lookup(path string) (Entry, bool) {
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].Path >= path })
+	if i < len(entries) && entries[i].Path == path {
+		return entries[i], true
+	}
+	return Entry{}, false
+}
+
+// pidEntry matches the /proc entries that belong to processes.
+var pidEntry = regexp.MustCompile(`^[1-9][0-9]*$`)
+
+// LiveProcEntry reports whether the top-level /proc entry name stays live in
+// the agent's view: process directories and the self links, which a pid
+// namespace already confines to the agent's own processes.
+func LiveProcEntry(name string) bool {
+	return pidEntry.MatchString(name) || name == "self" || name == "thread-self"
+}
+
+// MaxSnapshotBytes bounds one snapshotted file. procfs files are small; a
+// larger one is cut there rather than copied without limit.
+const MaxSnapshotBytes = 1 << 20
+
+// Copy writes a frozen copy of the host file or directory src to dst,
+// which must not exist. Directories are copied recursively; files that
+// cannot be read (write-only, root-only, or that fail on read as some
+// procfs files do) are left out, and symbolic links are not followed. The
+// copy is owned by the caller and is made read-only (0444 files, 0555
+// directories).
+func Copy(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return fmt.Errorf("hostview: %w", err)
+	}
+	switch {
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return fmt.Errorf("hostview: %w", err)
+		}
+		des, err := os.ReadDir(src)
+		if err != nil {
+			return fmt.Errorf("hostview: %w", err)
+		}
+		for _, de := range des {
+			if de.Type()&fs.ModeSymlink != 0 {
+				continue
+			}
+			if err := Copy(filepath.Join(src, de.Name()), filepath.Join(dst, de.Name())); err != nil && !errors.Is(err, errUnreadable) {
+				return err
+			}
+		}
+		return os.Chmod(dst, 0o555)
+	case fi.Mode().IsRegular():
+		b, err := readBounded(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, b, 0o444); err != nil {
+			return fmt.Errorf("hostview: %w", err)
+		}
+		return nil
+	}
+	return errUnreadable
+}
+
+var errUnreadable = errors.New("hostview: not a readable file")
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errUnreadable
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(f, MaxSnapshotBytes)); err != nil {
+		return nil, errUnreadable
+	}
+	return buf.Bytes(), nil
+}
+
+// Describe renders the list as a Markdown table, for docs/security.md.
+func Describe() string {
+	var b strings.Builder
+	b.WriteString("| path | agent's view | reason |\n|---|---|---|\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Path, e.Action, e.Reason)
+	}
+	return b.String()
+}
