@@ -8,8 +8,10 @@
 //     work) and covers every other non-process entry of /proc;
 //   - every sandbox backend masks each entry (a script has no need for them).
 //
-// The package reads /proc only in Snapshot; Entries is pure data. It does
+// The package reads the host only in Copy; Entries is pure data. It does
 // not decide how a backend masks a path: that is the backend's business.
+// Entries never nest (no entry lies inside another), so each can be
+// mounted over on its own.
 package hostview
 
 import (
@@ -23,6 +25,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Action says what the agent's view does with an entry.
@@ -58,18 +61,28 @@ type Entry struct {
 }
 
 // entries is the list. Keep it sorted by path; Entries returns a copy.
+// unit_test.go checks the order, uniqueness and that every reason is given.
 var entries = []Entry{
 	{"/proc/buddyinfo", Snapshot, "free pages per order and zone move with every allocation a sandbox makes"},
+	{"/proc/cgroups", Mask, "the number of cgroups per hierarchy changes as each sandbox's cgroup is created and removed, which times a script from outside"},
 	{"/proc/cpuinfo", Snapshot, "the current clock rate (cpu MHz) follows the load a sandbox puts on a core"},
+	{"/proc/crypto", Mask, "each algorithm's refcnt moves as kernel crypto transforms are allocated and freed"},
 	{"/proc/diskstats", Snapshot, "read and write counts per disk move with every page a sandbox faults in from disk"},
+	{"/proc/fs", Mask, "per-filesystem state such as ext4's free blocks per group (mb_groups) moves with every write to a host filesystem"},
 	{"/proc/interrupts", Snapshot, "timer, IPI and device interrupt counts per CPU move with a sandbox's activity"},
+	{"/proc/irq", Mask, "per-interrupt spurious and unhandled counts move with device activity a sandbox causes"},
 	{"/proc/key-users", Mask, "per-uid key counts; sandboxes share uid 65534"},
-	{"/proc/loadavg", Snapshot, "run-queue averages and the number of runnable tasks follow a sandbox's threads"},
+	{"/proc/keys", Mask, "the keys the caller may view, including uid 65534's user keyring, which every sandbox shares"},
+	{"/proc/kpagecgroup", Mask, "the memory cgroup of every physical page shows which pages a sandbox brought in"},
+	{"/proc/kpagecount", Mask, "the map count of every physical page moves as a sandbox maps shared files"},
+	{"/proc/kpageflags", Mask, "the flags of every physical page show page-cache residency, which a sandbox sets by reading a file"},
+	{"/proc/loadavg", Snapshot, "run-queue averages, the number of runnable tasks and the last pid follow a sandbox's threads"},
 	{"/proc/locks", Snapshot, "every file lock on the host, with its owner's pid and inode"},
 	{"/proc/meminfo", Snapshot, "free, cached, dirty and slab memory move with a sandbox's allocations and reads"},
 	{"/proc/pagetypeinfo", Mask, "free pages per migrate type move with allocations"},
 	{"/proc/partitions", Snapshot, "block devices appear as loop devices are attached"},
 	{"/proc/pressure", Snapshot, "CPU, memory and I/O stall times follow a sandbox's contention"},
+	{"/proc/sched_debug", Mask, "every CPU's run queue with each task's run time and switch counts"},
 	{"/proc/schedstat", Snapshot, "per-CPU run and wait times follow a sandbox's threads"},
 	{"/proc/slabinfo", Mask, "kernel object counts (dentries, inodes, tasks) move with a sandbox's activity"},
 	{"/proc/softirqs", Snapshot, "softirq counts per CPU move with a sandbox's timers and I/O"},
@@ -77,10 +90,12 @@ var entries = []Entry{
 	{"/proc/swaps", Snapshot, "swap use moves under a sandbox's memory pressure"},
 	{"/proc/sys", Snapshot, "fs/file-nr, fs/inode-nr, fs/dentry-state, kernel/random/entropy_avail and friends are host-wide counters"},
 	{"/proc/sysvipc", Mask, "System V IPC objects of the namespace, with pids"},
+	{"/proc/timer_list", Mask, "every pending timer on the host, with its expiry, moves with a sandbox's sleeps and timers"},
 	{"/proc/uptime", Snapshot, "the second field is idle time summed over CPUs, which falls as a sandbox computes"},
 	{"/proc/vmallocinfo", Mask, "kernel virtual allocations move with a sandbox's activity"},
 	{"/proc/vmstat", Snapshot, "page fault, reclaim and I/O counters move with a sandbox's memory use"},
 	{"/proc/zoneinfo", Snapshot, "free and used pages per zone move with a sandbox's allocations"},
+	{"/sys", Mask, "sysfs is host-wide throughout: block devices' stat and inflight counters, CPU frequency and idle statistics, NUMA node meminfo, slab, THP and KSM counters under kernel/mm, interrupt counts under kernel/irq, thermal sensors, and the root cgroup's statistics"},
 }
 
 // Entries returns the list, sorted by path. The slice is a copy.
@@ -120,35 +135,73 @@ func LiveProcEntry(name string) bool {
 // larger one is cut there rather than copied without limit.
 const MaxSnapshotBytes = 1 << 20
 
+// ErrAbsent means the entry does not exist on this host (a kernel built
+// without schedstats has no /proc/schedstat). It wraps fs.ErrNotExist. A
+// consumer leaves such an entry out of its view: there is nothing to freeze.
+var ErrAbsent = fmt.Errorf("hostview: entry absent on this host: %w", fs.ErrNotExist)
+
+// skipDirs are never descended into by Copy. binfmt_misc is an automount
+// point on systemd hosts: opening it would mount a filesystem as a side
+// effect, and it holds no counter.
+var skipDirs = map[string]bool{"/proc/sys/fs/binfmt_misc": true}
+
 // Copy writes a frozen copy of the host file or directory src to dst,
-// which must not exist. Directories are copied recursively; files that
+// which must not exist. A missing src returns ErrAbsent and creates
+// nothing. Directories are copied recursively but never across a mount
+// point (a separate filesystem below /proc or /sys is not the entry's), and
+// never into skipDirs; entries that vanish while being copied, files that
 // cannot be read (write-only, root-only, or that fail on read as some
-// procfs files do) are left out, and symbolic links are not followed. The
-// copy is owned by the caller and is made read-only (0444 files, 0555
-// directories).
+// procfs files do) and symbolic links are left out. The copy is owned by
+// the caller and is made read-only (0444 files, 0555 directories).
 func Copy(src, dst string) error {
 	fi, err := os.Lstat(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s", ErrAbsent, src)
+	}
 	if err != nil {
 		return fmt.Errorf("hostview: %w", err)
 	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return fmt.Errorf("hostview: %s is neither a file nor a directory", src)
+	}
+	err = copyTree(src, dst, fi, devOf(fi))
+	if errors.Is(err, errSkipped) {
+		return fmt.Errorf("hostview: %s cannot be read", src)
+	}
+	return err
+}
+
+// copyTree copies src (described by fi) to dst, staying on device dev.
+func copyTree(src, dst string, fi fs.FileInfo, dev uint64) error {
 	switch {
 	case fi.IsDir():
-		if err := os.Mkdir(dst, 0o755); err != nil {
-			return fmt.Errorf("hostview: %w", err)
+		if devOf(fi) != dev || skipDirs[src] {
+			return errSkipped
 		}
 		des, err := os.ReadDir(src)
 		if err != nil {
+			return errSkipped
+		}
+		if err := os.Mkdir(dst, 0o755); err != nil {
 			return fmt.Errorf("hostview: %w", err)
 		}
 		for _, de := range des {
 			if de.Type()&fs.ModeSymlink != 0 {
 				continue
 			}
-			if err := Copy(filepath.Join(src, de.Name()), filepath.Join(dst, de.Name())); err != nil && !errors.Is(err, errUnreadable) {
+			s := filepath.Join(src, de.Name())
+			cfi, err := os.Lstat(s)
+			if err != nil {
+				continue // gone since the listing
+			}
+			if err := copyTree(s, filepath.Join(dst, de.Name()), cfi, dev); err != nil && !errors.Is(err, errSkipped) {
 				return err
 			}
 		}
-		return os.Chmod(dst, 0o555)
+		if err := os.Chmod(dst, 0o555); err != nil {
+			return fmt.Errorf("hostview: %w", err)
+		}
+		return nil
 	case fi.Mode().IsRegular():
 		b, err := readBounded(src)
 		if err != nil {
@@ -159,20 +212,29 @@ func Copy(src, dst string) error {
 		}
 		return nil
 	}
-	return errUnreadable
+	return errSkipped
 }
 
-var errUnreadable = errors.New("hostview: not a readable file")
+// devOf is the device a file lives on.
+func devOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
+}
+
+// errSkipped marks a part of a tree that Copy leaves out.
+var errSkipped = errors.New("hostview: left out")
 
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, errUnreadable
+		return nil, errSkipped
 	}
 	defer f.Close()
 	var buf bytes.Buffer
 	if _, err := io.Copy(&buf, io.LimitReader(f, MaxSnapshotBytes)); err != nil {
-		return nil, errUnreadable
+		return nil, errSkipped
 	}
 	return buf.Bytes(), nil
 }
