@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // HostFacts describe the host a report was made on.
@@ -512,32 +514,13 @@ func checkDocker(ctx context.Context, sock string) Result {
 	return hostResult(id, Pass, "Docker Engine %s at %s (%s)", info.Version, sock, rt)
 }
 
-// tokenEnvNames are credential variables that CI systems and tools set.
-var tokenEnvNames = []string{
-	"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_PAT", "COPILOT_GITHUB_TOKEN",
-	"ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL",
-	"CI_JOB_TOKEN", "CI_JOB_JWT", "GITLAB_TOKEN", "BUILDKITE_AGENT_ACCESS_TOKEN", "CIRCLE_TOKEN",
-	"NPM_TOKEN", "NODE_AUTH_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "CARGO_REGISTRY_TOKEN",
-	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE",
-	"GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE",
-	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
-	"SSH_AUTH_SOCK", "GIT_ASKPASS", "SSH_ASKPASS", "DOCKER_AUTH_CONFIG", "VAULT_TOKEN",
-}
-
-// tokenEnvSuffixes catch credential variables by name.
-var tokenEnvSuffixes = []string{"_TOKEN", "_SECRET", "_API_KEY", "_PASSWORD", "_ACCESS_KEY"}
-
-// credentialNames returns the sorted names in environ that look like credentials.
+// credentialNames returns the sorted names in environ that look like
+// credentials, by the one rule in proto.
 func credentialNames(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		up := strings.ToUpper(name)
-		hit := slices.Contains(tokenEnvNames, up)
-		for _, s := range tokenEnvSuffixes {
-			hit = hit || strings.HasSuffix(up, s)
-		}
-		if hit && !slices.Contains(out, name) {
+		if proto.IsCredentialVariable(name) && !slices.Contains(out, name) {
 			out = append(out, name)
 		}
 	}

@@ -55,6 +55,7 @@ type params struct {
 	BombCap               int
 	ThreadCap             int
 	TokenNames            []string
+	TokenPrefixes         []string
 	DevNames              []string
 	TokenSuffixes         []string
 }

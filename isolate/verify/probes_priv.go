@@ -361,8 +361,9 @@ answer({"lines": min(len(paths), 64), "root_only": all(p == "/" for p in paths)}
 			Title:  "Looks for credential variables (tokens, keys, SSH agent, askpass) in the environment.",
 			OnFail: "Credentials reach the sandbox.",
 			body: `names = set(<% .TokenNames | py %>)
+pfx = <% .TokenPrefixes | py %>
 sfx = <% .TokenSuffixes | py %>
-bad = [k for k in os.environ if k.upper() in names or any(k.upper().endswith(s) for s in sfx)]
+bad = [k for k in os.environ if k.upper() in names or any(k.upper().startswith(p) for p in pfx) or any(k.upper().endswith(s) for s in sfx)]
 answer({"credentials": min(len(bad), 64), "vars": min(len(os.environ), 64)})
 `,
 			schema: sObj("credentials", sInt(0, 64), "vars", sInt(0, 64)),

@@ -25,7 +25,8 @@ func testParams() params {
 		HostOnly: []string{"/etc/shadow"}, HostPrefixes: []string{"/tmp/x"},
 		TCP4Port: 1, TCP6Port: 2, UDPPort: 3, DNSPort: 4, Abstract: "awf-verify-x",
 		FloodBytes: floodBytes, BombCap: bombCapBytes, ThreadCap: bombCapThreads,
-		TokenNames: tokenEnvNames, TokenSuffixes: tokenEnvSuffixes, DevNames: devNames,
+		TokenNames: proto.CredentialVariableNames(), TokenPrefixes: proto.CredentialVariablePrefixes(),
+		TokenSuffixes: proto.CredentialVariableSuffixes(), DevNames: devNames,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
 )
 
 // Options control Run.
@@ -195,7 +196,8 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 		TCP4Port:     fx.tcp4.port, UDPPort: fx.udp.port, DNSPort: fx.dns.port,
 		Abstract:   strings.TrimPrefix(fx.abstract.addr, "@"),
 		FloodBytes: floodBytes, BombCap: bombCapBytes, ThreadCap: bombCapThreads,
-		TokenNames: tokenEnvNames, TokenSuffixes: tokenEnvSuffixes, DevNames: devNames,
+		TokenNames: proto.CredentialVariableNames(), TokenPrefixes: proto.CredentialVariablePrefixes(),
+		TokenSuffixes: proto.CredentialVariableSuffixes(), DevNames: devNames,
 	}
 	if fx.tcp6 != nil {
 		prm.TCP6Port = fx.tcp6.port
