@@ -75,7 +75,29 @@ type RootFS struct {
 type Agent struct {
 	// User is a user name or a decimal uid; "" means SUDO_UID/SUDO_GID.
 	User string
+	// EnvAllow names the credential-looking variables that may reach the
+	// agent (agent.env.allow). Nil allows none. GitHub credentials and
+	// Actions runtime variables are refused by the loader: they never do.
+	EnvAllow []string
+	// Network is AgentNetworkHost (the default) or AgentNetworkNone.
+	Network string
+	// AllowPersistedCredentials lets awf run start although the agent's
+	// working tree holds a persisted git credential. False (the default)
+	// makes that a preflight failure.
+	AllowPersistedCredentials bool
 }
+
+// The values of agent.network.
+const (
+	// AgentNetworkHost keeps the agent in the host's network namespace.
+	AgentNetworkHost = "host"
+	// AgentNetworkNone gives the agent an empty network namespace with only
+	// loopback; the broker's Unix socket still works.
+	AgentNetworkNone = "none"
+)
+
+// AgentNetworks lists the accepted values of agent.network.
+func AgentNetworks() []string { return []string{AgentNetworkHost, AgentNetworkNone} }
 
 // LoadFile reads a configuration file; "-" reads stdin.
 func LoadFile(path string, stdin io.Reader) (*Config, error) {
@@ -121,6 +143,7 @@ var (
 	refDots     = regexp.MustCompile(`^[^.]*(\.[^.]+)*\.?$`)
 	userShape   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	absPath     = regexp.MustCompile(`^/.*$`)
+	envName     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
 )
 
 // ValidSlug reports whether s is a bare owner/name slug as the config accepts it.

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // loader walks a decoded document and collects every error with its path.
@@ -73,7 +75,7 @@ func (l *loader) config(tree any) *Config {
 		Interpreter:    DefaultInterpreter,
 		MaxInvocations: DefaultMaxInvocations,
 		PrivateRepos:   []Repo{},
-	}}
+	}, Agent: Agent{Network: AgentNetworkHost}}
 	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent")
 	if !ok {
 		return c
@@ -85,7 +87,7 @@ func (l *loader) config(tree any) *Config {
 		l.boundedQueries(v, &c.BoundedQueries, &c.Warnings)
 	}
 	if v, ok := top["agent"]; ok {
-		l.agent(v, &c.Agent)
+		l.agent(v, &c.Agent, &c.Warnings)
 	}
 	mem, err := ParseMemory(c.BoundedQueries.MemoryLimit)
 	if err == nil {
@@ -275,26 +277,81 @@ func (l *loader) repo(p string, m map[string]any) (Repo, bool) {
 	return r, len(l.errs) == n
 }
 
-func (l *loader) agent(v any, a *Agent) {
-	m, ok := l.object("agent", v, "user")
+func (l *loader) agent(v any, a *Agent, warnings *[]string) {
+	m, ok := l.object("agent", v, "user", "env", "network", "allowPersistedCredentials")
 	if !ok {
 		return
 	}
-	u, ok := m["user"]
+	if u, ok := m["user"]; ok {
+		switch t := u.(type) {
+		case string:
+			if !userShape.MatchString(t) {
+				l.fail("agent.user", "%q is not a user name", t)
+			}
+			a.User = t
+		case json.Number:
+			if n, ok := l.integer("agent.user", t, 1, 4294967294); ok {
+				a.User = strconv.FormatInt(n, 10)
+			}
+		default:
+			l.fail("agent.user", "must be a user name or a non-zero uid")
+		}
+	}
+	if e, ok := m["env"]; ok {
+		a.EnvAllow = l.agentEnv("agent.env", e)
+	}
+	if n, ok := m["network"]; ok {
+		if s, ok := l.str("agent.network", n); ok {
+			if !slices.Contains(AgentNetworks(), s) {
+				l.fail("agent.network", "%q is not one of %s", s, strings.Join(AgentNetworks(), ", "))
+			}
+			a.Network = s
+		}
+	}
+	if b, ok := m["allowPersistedCredentials"]; ok {
+		t, isBool := b.(bool)
+		if !isBool {
+			l.fail("agent.allowPersistedCredentials", "must be true or false")
+		}
+		a.AllowPersistedCredentials = t
+		if t {
+			*warnings = append(*warnings, "agent.allowPersistedCredentials is true: a git credential persisted in the agent's working tree (an actions/checkout token in .git/config) stays readable by the agent, which can then clone private repositories around every bound")
+		}
+	}
+}
+
+// agentEnv reads agent.env: {"allow": [NAME, ...]}.
+func (l *loader) agentEnv(p string, v any) []string {
+	m, ok := l.object(p, v, "allow")
 	if !ok {
-		return
+		return nil
 	}
-	switch t := u.(type) {
-	case string:
-		if !userShape.MatchString(t) {
-			l.fail("agent.user", "%q is not a user name", t)
-		}
-		a.User = t
-	case json.Number:
-		if n, ok := l.integer("agent.user", t, 1, 4294967294); ok {
-			a.User = strconv.FormatInt(n, 10)
-		}
-	default:
-		l.fail("agent.user", "must be a user name or a non-zero uid")
+	raw, ok := m["allow"]
+	if !ok {
+		return nil
 	}
+	a, ok := raw.([]any)
+	if !ok {
+		l.fail(p+".allow", "must be an array of variable names")
+		return nil
+	}
+	out := []string{}
+	for i, e := range a {
+		ip := fmt.Sprintf("%s.allow[%d]", p, i)
+		s, ok := l.str(ip, e)
+		if !ok {
+			continue
+		}
+		switch {
+		case !envName.MatchString(s):
+			l.fail(ip, "%q is not an upper-case variable name (A-Z, 0-9, _; at most 128)", s)
+		case proto.IsGitHubCredentialVariable(s):
+			l.fail(ip, "%q is a GitHub credential: it never reaches the agent when bounded queries are enabled (it could clone the private repositories directly), so it cannot be allowed", s)
+		case proto.NeverAllowed(s):
+			l.fail(ip, "%q is an Actions runtime variable: it never reaches the agent when bounded queries are enabled (it mints tokens), so it cannot be allowed", s)
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -110,6 +110,20 @@ func (c *schemaChecker) check(s map[string]any, v any, path string) error {
 			if n != 1 {
 				err = fmt.Errorf("%s: matches %d of oneOf", path, n)
 			}
+		case "anyOf":
+			n := 0
+			for _, sub := range kw.([]any) {
+				if c.check(sub.(map[string]any), v, path) == nil {
+					n++
+				}
+			}
+			if n == 0 {
+				err = fmt.Errorf("%s: matches none of anyOf", path)
+			}
+		case "not":
+			if c.check(kw.(map[string]any), v, path) == nil {
+				err = fmt.Errorf("%s: matches a forbidden schema", path)
+			}
 		case "allOf":
 			for _, sub := range kw.([]any) {
 				if e := c.check(sub.(map[string]any), v, path); e != nil {
