@@ -171,3 +171,21 @@ func NeverAllowed(name string) bool {
 	c := ClassifyVariable(name)
 	return c == GitHubCredential || c == ActionsRuntime
 }
+
+// ContainerEngineSockets returns where container engines put their API
+// sockets: absolute paths and, for per-user (rootless) engines, filepath
+// glob patterns under /run/user. Whoever can open one of them is root on
+// the host or can start a container that mounts anything, so an engine
+// socket is a credential too: the agent's view covers every one that
+// exists, and verify reports every one that accepts a connection. A
+// configured socket and DOCKER_HOST (unix://) come on top of these.
+func ContainerEngineSockets() []string {
+	return []string{
+		"/var/run/docker.sock", "/run/docker.sock",
+		"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock",
+		"/run/podman/podman.sock", "/run/crio/crio.sock", "/var/run/crio/crio.sock",
+		"/run/buildkit/buildkitd.sock",
+		"/run/user/*/docker.sock", "/run/user/*/podman/podman.sock",
+		"/run/user/*/containerd-rootless/api.sock", "/run/user/*/buildkit/buildkitd.sock",
+	}
+}

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // DefaultDockerSocket is where the Docker Engine listens unless configured otherwise.
@@ -66,9 +69,13 @@ func dockerInfo(ctx context.Context, sock string) (engineInfo, error) {
 
 // engineSocketCandidates lists the container-engine sockets a CI host may expose.
 func engineSocketCandidates(configured string, environ []string) []string {
-	c := []string{
-		"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-		"/run/podman/podman.sock", "/var/run/crio/crio.sock", "/run/buildkit/buildkitd.sock",
+	var c []string
+	for _, p := range proto.ContainerEngineSockets() {
+		if m, _ := filepath.Glob(p); strings.ContainsRune(p, '*') {
+			c = append(c, m...)
+		} else {
+			c = append(c, p)
+		}
 	}
 	if configured != "" {
 		c = append(c, configured)
