@@ -123,9 +123,16 @@ func (ps *parser) checkOverlaps() {
 				if a.Action == b.Action {
 					continue
 				}
+				if len(a.Conds) == 1 && len(b.Conds) == 1 && !sameShape(a.Conds[0], b.Conds[0]) && unmaskedOnSameArg(a.Conds[0], b.Conds[0]) {
+					if lo, hi, ok := firstOverlap(condIntervals(a.Conds[0]), condIntervals(b.Conds[0])); ok {
+						ps.line = b.Line
+						ps.errorf(b.Col, "%s values %#x..%#x of arg%d have two actions (lines %d and %d)", n, lo, hi, a.Conds[0].Arg, a.Line, b.Line)
+					}
+					continue
+				}
 				if len(a.Conds) != 1 || len(b.Conds) != 1 || !sameShape(a.Conds[0], b.Conds[0]) {
 					ps.line = b.Line
-					ps.errorf(b.Col, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask (line %d); reviewers could not tell which wins", n, a.Line)
+					ps.errorf(b.Col, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask, nor unmasked comparisons of one argument (line %d); reviewers could not tell which wins", n, a.Line)
 					continue
 				}
 				for _, va := range a.Conds[0].Values {
@@ -139,6 +146,63 @@ func (ps *parser) checkOverlaps() {
 			}
 		}
 	}
+}
+
+// unmaskedOnSameArg reports whether a and b compare the same argument, whole
+// (no mask). Their value sets are then ranges of one 64-bit number, which
+// checkOverlaps can intersect exactly: "allow if arg5 == 0" next to "errno
+// EPERM if arg5 != 0", or a list of values next to "arg2 > N".
+func unmaskedOnSameArg(a, b Cond) bool {
+	return a.Arg == b.Arg && !a.HasMask && !b.HasMask
+}
+
+// interval is the closed range lo..hi of argument values.
+type interval struct{ lo, hi uint64 }
+
+// condIntervals is the set of 64-bit values an unmasked condition matches,
+// as libseccomp compares them on a 64-bit architecture.
+func condIntervals(c Cond) []interval {
+	const top = ^uint64(0)
+	var out []interval
+	for _, v := range c.Values {
+		switch c.Op {
+		case OpEq:
+			out = append(out, interval{v, v})
+		case OpNe:
+			if v > 0 {
+				out = append(out, interval{0, v - 1})
+			}
+			if v < top {
+				out = append(out, interval{v + 1, top})
+			}
+		case OpLt:
+			if v > 0 {
+				out = append(out, interval{0, v - 1})
+			}
+		case OpLe:
+			out = append(out, interval{0, v})
+		case OpGt:
+			if v < top {
+				out = append(out, interval{v + 1, top})
+			}
+		case OpGe:
+			out = append(out, interval{v, top})
+		}
+	}
+	return out
+}
+
+// firstOverlap returns the lowest range two interval sets share.
+func firstOverlap(a, b []interval) (lo, hi uint64, ok bool) {
+	for _, x := range a {
+		for _, y := range b {
+			l, h := max(x.lo, y.lo), min(x.hi, y.hi)
+			if l <= h && (!ok || l < lo) {
+				lo, hi, ok = l, h, true
+			}
+		}
+	}
+	return lo, hi, ok
 }
 
 func sameShape(a, b Cond) bool {

@@ -51,10 +51,32 @@ var (
 		"F_GETPIPE_SZ": unix.F_GETPIPE_SZ, "F_ADD_SEALS": unix.F_ADD_SEALS,
 		"F_GET_SEALS": unix.F_GET_SEALS,
 	}
+	madviseAdvice = map[string]uint64{
+		"MADV_NORMAL": unix.MADV_NORMAL, "MADV_RANDOM": unix.MADV_RANDOM,
+		"MADV_SEQUENTIAL": unix.MADV_SEQUENTIAL, "MADV_WILLNEED": unix.MADV_WILLNEED,
+		"MADV_DONTNEED": unix.MADV_DONTNEED, "MADV_FREE": unix.MADV_FREE,
+		"MADV_REMOVE": unix.MADV_REMOVE, "MADV_DONTFORK": unix.MADV_DONTFORK,
+		"MADV_DOFORK": unix.MADV_DOFORK, "MADV_MERGEABLE": unix.MADV_MERGEABLE,
+		"MADV_UNMERGEABLE": unix.MADV_UNMERGEABLE, "MADV_HUGEPAGE": unix.MADV_HUGEPAGE,
+		"MADV_NOHUGEPAGE": unix.MADV_NOHUGEPAGE, "MADV_DONTDUMP": unix.MADV_DONTDUMP,
+		"MADV_DODUMP": unix.MADV_DODUMP, "MADV_WIPEONFORK": unix.MADV_WIPEONFORK,
+		"MADV_KEEPONFORK": unix.MADV_KEEPONFORK, "MADV_COLD": unix.MADV_COLD,
+		"MADV_PAGEOUT": unix.MADV_PAGEOUT, "MADV_POPULATE_READ": unix.MADV_POPULATE_READ,
+		"MADV_POPULATE_WRITE": unix.MADV_POPULATE_WRITE, "MADV_DONTNEED_LOCKED": unix.MADV_DONTNEED_LOCKED,
+		"MADV_COLLAPSE": unix.MADV_COLLAPSE, "MADV_HWPOISON": unix.MADV_HWPOISON,
+		"MADV_SOFT_OFFLINE": 101, "MADV_GUARD_INSTALL": unix.MADV_GUARD_INSTALL,
+		"MADV_GUARD_REMOVE": unix.MADV_GUARD_REMOVE,
+	}
+	// mmapFlags are the mmap(2) flag bits the policy tests: the sharing type
+	// and whether the mapping has a file.
+	mmapFlags = map[string]uint64{
+		"MAP_SHARED": unix.MAP_SHARED, "MAP_PRIVATE": unix.MAP_PRIVATE,
+		"MAP_ANONYMOUS": unix.MAP_ANONYMOUS,
+	}
 )
 
 // constantFamilies lists every family; a name must be unique across them.
-var constantFamilies = []map[string]uint64{cloneFlags, addressFamilies, ioctlCommands, fcntlCommands}
+var constantFamilies = []map[string]uint64{cloneFlags, addressFamilies, ioctlCommands, fcntlCommands, madviseAdvice, mmapFlags}
 
 // lookupConstant resolves a symbolic constant name.
 func lookupConstant(name string) (uint64, bool) {
@@ -78,6 +100,10 @@ func argFamily(syscall string, arg uint) (fam map[string]uint64, flags bool) {
 		return ioctlCommands, false
 	case syscall == "fcntl" && arg == 1:
 		return fcntlCommands, false
+	case syscall == "madvise" && arg == 2:
+		return madviseAdvice, false
+	case syscall == "mmap" && arg == 3:
+		return mmapFlags, true
 	}
 	return nil, false
 }

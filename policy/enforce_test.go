@@ -38,7 +38,7 @@ func TestStdlibWorkloadUnderFilter(t *testing.T) {
 			res := runChild(t, "python", childExecEnv+"="+script+"\t"+root, childLoaderEnv+"="+loader)
 			require.False(t, res.killedBySIGSYS(), "the workload was killed by the filter: %s", res)
 			require.True(t, res.status.Exited() && res.status.ExitStatus() == 0, "workload failed: %s", res)
-			for _, step := range []string{"walk ", "json re ok", "gzip bz2 lzma ok", "sqlite ok", "threads ok", "files ok", "misc ok", "OK"} {
+			for _, step := range []string{"walk ", "json re ok", "gzip bz2 lzma ok", "sqlite ok", "threads ok", "files ok", "misc ok", "refused ok", "OK"} {
 				assert.Contains(t, res.stdout, step)
 			}
 		})
@@ -135,15 +135,64 @@ func TestArgumentConditions(t *testing.T) {
 		args    []uint64
 		want    string // "kill" or the child's output
 	}{
-		{"socket AF_UNIX", "socket", []uint64{unix.AF_UNIX, 0x7ffffff0, 0}, "errno EINVAL\n"},
-		{"socket AF_INET", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0}, "kill"},
-		{"socket AF_INET6", "socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM, 0}, "kill"},
-		{"socket AF_NETLINK", "socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, "kill"},
-		{"socket AF_PACKET", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, "kill"},
-		{"socket AF_VSOCK", "socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, "kill"},
-		{"socket AF_ALG", "socket", []uint64{unix.AF_ALG, unix.SOCK_SEQPACKET, 0}, "kill"},
-		{"socket AF_UNIX in high bits", "socket", []uint64{1<<32 | unix.AF_INET, unix.SOCK_STREAM, 0}, "kill"},
-		{"socketpair AF_INET", "socketpair", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0, 0x7ffffff0}, "kill"},
+		// Every socket and pipe takes an inode number from the host-wide
+		// counter: refused whatever the family, with valid arguments too.
+		{"socket AF_UNIX", "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, "errno EPERM\n"},
+		{"socket AF_INET", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0}, "errno EPERM\n"},
+		{"socket AF_INET6", "socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM, 0}, "errno EPERM\n"},
+		{"socket AF_NETLINK", "socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, "errno EPERM\n"},
+		{"socket AF_PACKET", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, "errno EPERM\n"},
+		{"socket AF_VSOCK", "socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, "errno EPERM\n"},
+		{"socket AF_ALG", "socket", []uint64{unix.AF_ALG, unix.SOCK_SEQPACKET, 0}, "errno EPERM\n"},
+		{"socket AF_UNIX in high bits", "socket", []uint64{1<<32 | unix.AF_INET, unix.SOCK_STREAM, 0}, "errno EPERM\n"},
+		{"socketpair AF_UNIX", "socketpair", []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0, 0x7ffffff0}, "errno EPERM\n"},
+		{"socketpair AF_INET", "socketpair", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0, 0x7ffffff0}, "errno EPERM\n"},
+		{"pipe2", "pipe2", []uint64{0x7ffffff0, 0}, "errno EPERM\n"},
+		// Page cache. preadv2/pwritev2 on the child's stdin (/dev/null) with
+		// no buffers: without flags the call runs (ret 0 or EBADF for
+		// writing a read-only descriptor); any flag is refused.
+		{"preadv2 no flags", "preadv2", []uint64{0, 0, 0, 0, 0, 0}, "ret 0\n"},
+		{"preadv2 RWF_NOWAIT", "preadv2", []uint64{0, 0, 0, 0, 0, unix.RWF_NOWAIT}, "errno EPERM\n"},
+		{"preadv2 RWF_HIPRI", "preadv2", []uint64{0, 0, 0, 0, 0, unix.RWF_HIPRI}, "errno EPERM\n"},
+		{"preadv2 flag in high bits", "preadv2", []uint64{0, 0, 0, 0, 0, 1 << 32}, "errno EPERM\n"},
+		{"pwritev2 no flags", "pwritev2", []uint64{0x7ffffff0, 0, 0, 0, 0, 0}, "errno EBADF\n"},
+		{"pwritev2 RWF_NOWAIT", "pwritev2", []uint64{0x7ffffff0, 0, 0, 0, 0, unix.RWF_NOWAIT}, "errno EPERM\n"},
+		{"pwritev2 RWF_DSYNC", "pwritev2", []uint64{0x7ffffff0, 0, 0, 0, 0, unix.RWF_DSYNC}, "errno EPERM\n"},
+		// madvise on an unaligned address: an allowed advice reaches the
+		// kernel, which says EINVAL; a refused one never does.
+		{"madvise MADV_NORMAL", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_NORMAL}, "errno EINVAL\n"},
+		{"madvise MADV_RANDOM", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_RANDOM}, "errno EINVAL\n"},
+		{"madvise MADV_SEQUENTIAL", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_SEQUENTIAL}, "errno EINVAL\n"},
+		{"madvise MADV_DONTNEED", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DONTNEED}, "errno EINVAL\n"},
+		{"madvise MADV_FREE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_FREE}, "errno EINVAL\n"},
+		{"madvise MADV_DONTFORK", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DONTFORK}, "errno EINVAL\n"},
+		{"madvise MADV_DOFORK", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DOFORK}, "errno EINVAL\n"},
+		{"madvise MADV_HUGEPAGE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_HUGEPAGE}, "errno EINVAL\n"},
+		{"madvise MADV_NOHUGEPAGE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_NOHUGEPAGE}, "errno EINVAL\n"},
+		{"madvise MADV_DONTDUMP", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DONTDUMP}, "errno EINVAL\n"},
+		{"madvise MADV_DODUMP", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DODUMP}, "errno EINVAL\n"},
+		{"madvise MADV_WIPEONFORK", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_WIPEONFORK}, "errno EINVAL\n"},
+		{"madvise MADV_KEEPONFORK", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_KEEPONFORK}, "errno EINVAL\n"},
+		{"madvise MADV_WILLNEED", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_WILLNEED}, "errno EPERM\n"},
+		{"madvise unassigned 5", "madvise", []uint64{0x7ffffff1, 4096, 5}, "errno EPERM\n"},
+		{"madvise MADV_REMOVE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_REMOVE}, "errno EPERM\n"},
+		{"madvise MADV_MERGEABLE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_MERGEABLE}, "errno EPERM\n"},
+		{"madvise MADV_UNMERGEABLE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_UNMERGEABLE}, "errno EPERM\n"},
+		{"madvise MADV_COLD", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_COLD}, "errno EPERM\n"},
+		{"madvise MADV_PAGEOUT", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_PAGEOUT}, "errno EPERM\n"},
+		{"madvise MADV_POPULATE_READ", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_POPULATE_READ}, "errno EPERM\n"},
+		{"madvise MADV_POPULATE_WRITE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_POPULATE_WRITE}, "errno EPERM\n"},
+		{"madvise MADV_DONTNEED_LOCKED", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_DONTNEED_LOCKED}, "errno EPERM\n"},
+		{"madvise MADV_COLLAPSE", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_COLLAPSE}, "errno EPERM\n"},
+		{"madvise MADV_HWPOISON", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_HWPOISON}, "errno EPERM\n"},
+		{"madvise MADV_GUARD_INSTALL", "madvise", []uint64{0x7ffffff1, 4096, unix.MADV_GUARD_INSTALL}, "errno EPERM\n"},
+		{"madvise DONTNEED in high bits", "madvise", []uint64{0x7ffffff1, 4096, 1<<32 | unix.MADV_DONTNEED}, "errno EPERM\n"},
+		{"madvise -1", "madvise", []uint64{0x7ffffff1, 4096, ^uint64(0)}, "errno EPERM\n"},
+		// Shared anonymous memory is a file on the kernel's shm mount.
+		{"mmap private anonymous", "mmap", []uint64{0, 0, unix.PROT_READ, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS, ^uint64(0), 0}, "errno EINVAL\n"},
+		{"mmap shared file", "mmap", []uint64{0, 4096, unix.PROT_READ, unix.MAP_SHARED, 0x7ffffff0, 0}, "errno EBADF\n"},
+		{"mmap shared anonymous", "mmap", []uint64{0, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED | unix.MAP_ANONYMOUS, ^uint64(0), 0}, "errno EPERM\n"},
+		{"mmap shared-validate anonymous", "mmap", []uint64{0, 4096, unix.PROT_READ, unix.MAP_SHARED_VALIDATE | unix.MAP_ANONYMOUS, ^uint64(0), 0}, "errno EPERM\n"},
 		{"clone thread flags", "clone", []uint64{vmThread, 0, 0, 0, 0}, "errno EINVAL\n"},
 		{"clone fork-like", "clone", []uint64{unix.CLONE_SIGHAND, 0, 0, 0, 0}, "kill"},
 		{"clone CLONE_NEWUSER", "clone", []uint64{vmThread | unix.CLONE_NEWUSER, 0, 0, 0, 0}, "kill"},

@@ -17,6 +17,17 @@ type outcome struct {
 	cond      string
 	otherwise bool // only "!=" tests: every value the other paths name is excluded
 	action    string
+	// args are the syscall arguments of the first run that took this path.
+	args [6]uint64
+}
+
+// argsOf reads the six 64-bit arguments out of seccomp_data words.
+func argsOf(d [seccompDataWords]uint32) [6]uint64 {
+	var a [6]uint64
+	for i := range a {
+		a[i] = uint64(d[5+2*i])<<32 | uint64(d[4+2*i])
+	}
+	return a
 }
 
 // explore finds every path the filter can take for syscall nr on arch by
@@ -55,10 +66,10 @@ func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word in
 		if !seenPath[sig] {
 			seenPath[sig] = true
 			cond, neOnly := describePath(trace, label)
-			out = append(out, outcome{cond: cond, otherwise: neOnly, action: ActionString(ret)})
+			out = append(out, outcome{cond: cond, otherwise: neOnly, action: ActionString(ret), args: argsOf(cur)})
 		}
 		for _, b := range trace {
-			v, ok := flip(b, cur[b.word])
+			v, ok := flip(b, cur[b.word], trace)
 			if !ok {
 				continue
 			}
@@ -72,6 +83,17 @@ func explore(prog []unix.SockFilter, audit uint32, nr uint32, label func(word in
 	return out, true
 }
 
+// testedEqual reports whether the path compares word (under mask) for
+// equality with v.
+func testedEqual(trace []branch, word int, mask, v uint32) bool {
+	for _, b := range trace {
+		if b.op == bpfJEQ && b.word == word && b.mask == mask && b.k == v {
+			return true
+		}
+	}
+	return false
+}
+
 func pathSignature(trace []branch) string {
 	var b strings.Builder
 	for _, br := range trace {
@@ -80,14 +102,22 @@ func pathSignature(trace []branch) string {
 	return b.String()
 }
 
-// flip returns a value for b's word that makes b go the other way.
-func flip(b branch, cur uint32) (uint32, bool) {
+// flip returns a value for b's word that makes b go the other way. To leave
+// an equality it picks, where it can, a value that no other equality of the
+// same path tests on that word: after "== 0x0 .. == 0x13" the path that
+// misses every listed value (and reaches a later "> 0x13") is found too.
+func flip(b branch, cur uint32, trace []branch) (uint32, bool) {
 	m, k := b.mask, b.k
 	switch b.op {
 	case bpfJEQ:
 		if b.taken {
 			if m == 0 {
 				return 0, false
+			}
+			for rest := m; rest != 0; rest &= rest - 1 {
+				if v := k ^ (rest & -rest); !testedEqual(trace, b.word, m, v&m) {
+					return v, true
+				}
 			}
 			return k ^ (m & -m), true
 		}
@@ -144,11 +174,29 @@ func describePath(trace []branch, label func(word int, v uint32) string) (string
 			}
 		}
 	}
+	// above holds, per word and mask, the bound of a "> K" (K+1 for
+	// ">= K") the path took: "!= v" tests with v below it are implied.
+	above := map[wm]uint32{}
+	for _, b := range trace {
+		switch {
+		case b.op == bpfJGT && b.taken && b.k < 0xffffffff:
+			above[wm{b.word, b.mask}] = max(above[wm{b.word, b.mask}], b.k+1)
+		case b.op == bpfJGE && b.taken:
+			above[wm{b.word, b.mask}] = max(above[wm{b.word, b.mask}], b.k)
+		}
+	}
 	var parts []string
 	seen := map[string]bool{}
 	neOnly := true
 	for _, b := range trace {
 		if b.op == bpfJEQ && !b.taken && eq[wm{b.word, b.mask}] {
+			continue
+		}
+		if lb, ok := above[wm{b.word, b.mask}]; ok && b.op == bpfJEQ && !b.taken && b.k < lb {
+			continue
+		}
+		if _, ok := fullEq[b.word]; ok && b.mask == 0xffffffff && !(b.op == bpfJEQ && b.taken) {
+			// The word's value is known exactly; any other test on it is implied.
 			continue
 		}
 		s, ok := describeBranch(b, label)

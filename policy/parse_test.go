@@ -16,7 +16,7 @@ const header = "version 3\ndefault kill : unknown calls are fatal\narch x86_64\n
 func TestParseDefaultPolicy(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	assert.Equal(t, 1, p.Version)
+	assert.Equal(t, 2, p.Version)
 	assert.Equal(t, Action{Kind: ActKill}, p.DefaultAction)
 	assert.Equal(t, []string{"x86_64", "aarch64"}, p.Arches)
 	assert.Greater(t, len(p.Rules), 200)
@@ -87,6 +87,10 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate", header + "allow read : x\nallow read : y", "t.policy:6:7: duplicate rule for read (first on line 5)"},
 		{"uncond and cond", header + "allow read : x\nallow read if arg0 == 1 : y", "has both an unconditional rule"},
 		{"overlapping actions", header + "allow fcntl if arg1 in {1, 2} : x\nerrno EPERM fcntl if arg1 == 2 : y", "value 0x2 has two actions"},
+		{"overlapping ranges", header + "allow madvise if arg2 in {1, 2} : x\nerrno EPERM madvise if arg2 > 1 : y", "madvise values 0x2..0x2 of arg2 have two actions (lines 5 and 6)"},
+		{"overlapping ne", header + "allow preadv2 if arg5 != 0 : x\nerrno EPERM preadv2 if arg5 >= 8 : y", "preadv2 values 0x8..0xffffffffffffffff of arg5 have two actions"},
+		{"ranges on two args", header + "allow preadv2 if arg5 == 0 : x\nerrno EPERM preadv2 if arg4 != 0 : y", "not simple equalities on one argument"},
+		{"range against a mask", header + "allow madvise if arg2 & 0xff == 1 : x\nerrno EPERM madvise if arg2 > 1 : y", "not simple equalities on one argument"},
 		{"never allowed", header + "allow mount : x", "mount may never be allowed (mounts)"},
 		{"clone3 never", header + "allow clone3 : x", "clone3 may never be allowed"},
 		{"socket unconditional", header + "allow socket +sensitive : x", "socket may only be allowed with arg0 == AF_UNIX"},

@@ -32,6 +32,10 @@ type Row struct {
 	// has Nr == Last; unassigned numbers are grouped ("#335-#386"). The
 	// row for the arch's 32-bit compat ABI ("*") has neither.
 	Nr, Last uint32
+	// Reason is the reason of the policy rule that decides the row (the
+	// default's reason where no rule does). Policy.Table sets it; tables
+	// decoded from a loaded filter leave it empty. Diff prints it.
+	Reason string
 }
 
 // String renders the row as one table line.
@@ -56,7 +60,7 @@ func (p *Policy) Table(arch string) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	t, err := DecodeFilter(arch, prog)
+	t, witness, err := decodeFilter(arch, prog)
 	if err != nil {
 		return Table{}, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
@@ -64,6 +68,11 @@ func (p *Policy) Table(arch string) (Table, error) {
 	t.Default = tableAction(p.DefaultAction)
 	if measured != t.Default {
 		return Table{}, fmt.Errorf("policy %s (%s): filter's most common action is %q, the header says %q", p.Name, arch, measured, t.Default)
+	}
+	if a, err := lookupArch(arch); err == nil {
+		for i := range t.Rows {
+			t.Rows[i].Reason = p.reasonFor(a, t.Rows[i], witness[rowKey(t.Rows[i])])
+		}
 	}
 	if from, ok := p.enosysFrom(arch); ok {
 		canon, err := CanonicalArch(arch)
@@ -99,6 +108,60 @@ func (p *Policy) enosysFrom(arch string) (uint32, bool) {
 	return uint32(highest) + 1, true
 }
 
+// reasonFor names why the policy gives row its action: the reason of the
+// rule whose conditions the row's witness arguments meet and whose action is
+// the row's, else the default's reason when the row has the default action.
+// Rows that no rule explains (the compat ABI's bad-architecture kill) get "".
+func (p *Policy) reasonFor(a archInfo, row Row, args [6]uint64) string {
+	if row.Syscall == compatSyscall {
+		return ""
+	}
+	for _, r := range p.Rules {
+		if r.Syscall != row.Syscall || tableAction(r.Action) != row.Action {
+			continue
+		}
+		if _, ok := syscallNumber(r.Syscall, a); ok && r.matches(args) {
+			return r.Reason
+		}
+	}
+	if row.Action == tableAction(p.DefaultAction) {
+		return p.DefaultReason
+	}
+	return ""
+}
+
+// matches reports whether args meet every condition of r, compared as
+// libseccomp compares them on a 64-bit architecture.
+func (r Rule) matches(args [6]uint64) bool {
+	for _, c := range r.Conds {
+		v := args[c.Arg]
+		if c.HasMask {
+			v &= c.Mask
+		}
+		any := false
+		for _, w := range c.Values {
+			switch c.Op {
+			case OpEq:
+				any = any || v == w
+			case OpNe:
+				any = any || v != w
+			case OpLt:
+				any = any || v < w
+			case OpLe:
+				any = any || v <= w
+			case OpGt:
+				any = any || v > w
+			case OpGe:
+				any = any || v >= w
+			}
+		}
+		if !any {
+			return false
+		}
+	}
+	return true
+}
+
 // tableAction spells a policy action the way tables do.
 func tableAction(a Action) string {
 	switch a.Kind {
@@ -115,13 +178,21 @@ func tableAction(a Action) string {
 // larger numbers the program tests), exploring every argument path, and for
 // the arch's 32-bit compat ABI.
 func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
+	t, _, err := decodeFilter(arch, prog)
+	return t, err
+}
+
+// decodeFilter is DecodeFilter that also returns, for each named syscall's
+// row (by rowKey), arguments that take the row's path.
+func decodeFilter(arch string, prog []unix.SockFilter) (Table, map[string][6]uint64, error) {
 	a, err := lookupArch(arch)
 	if err != nil {
-		return Table{}, err
+		return Table{}, nil, err
 	}
 	if err := validate(prog); err != nil {
-		return Table{}, fmt.Errorf("decode filter: %w", err)
+		return Table{}, nil, fmt.Errorf("decode filter: %w", err)
 	}
+	witness := map[string][6]uint64{}
 	var rows []Row
 	counts := map[string]int{}
 	var pending *Row // coalesces consecutive unassigned numbers
@@ -145,12 +216,14 @@ func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
 		}
 		outs, complete := explore(prog, a.audit, nr, label)
 		if !complete {
-			return Table{}, fmt.Errorf("decode filter: syscall %d: more than %d argument paths, or arguments used in arithmetic, scratch memory or returns; the table would be partial", nr, maxRunsPerSyscall)
+			return Table{}, nil, fmt.Errorf("decode filter: syscall %d: more than %d argument paths, or arguments used in arithmetic, scratch memory or returns; the table would be partial", nr, maxRunsPerSyscall)
 		}
 		if named {
 			flush()
 			for _, o := range collapse(outs) {
-				rows = append(rows, Row{Arch: a.name, Syscall: name, Case: o.cond, Action: o.action, Nr: nr, Last: nr})
+				r := Row{Arch: a.name, Syscall: name, Case: o.cond, Action: o.action, Nr: nr, Last: nr}
+				witness[rowKey(r)] = o.args
+				rows = append(rows, r)
 				counts[o.action]++
 			}
 			continue
@@ -177,7 +250,7 @@ func DecodeFilter(arch string, prog []unix.SockFilter) (Table, error) {
 	ret, _, _ := run(prog, &d)
 	rows = append(rows, Row{Arch: a.compatName, Syscall: compatSyscall, Action: ActionString(ret)})
 	sortRows(rows)
-	return Table{Rows: rows, Default: mostCommon(counts)}, nil
+	return Table{Rows: rows, Default: mostCommon(counts)}, witness, nil
 }
 
 func numberName(nr uint32) string {
@@ -197,7 +270,7 @@ func collapse(outs []outcome) []outcome {
 		}
 	}
 	if same {
-		return []outcome{{action: outs[0].action}}
+		return []outcome{{action: outs[0].action, args: outs[0].args}}
 	}
 	seen := map[outcome]bool{}
 	var res []outcome
@@ -206,8 +279,10 @@ func collapse(outs []outcome) []outcome {
 			o.cond = otherwiseCase
 		}
 		o.otherwise = false
-		if !seen[o] {
-			seen[o] = true
+		key := o
+		key.args = [6]uint64{}
+		if !seen[key] {
+			seen[key] = true
 			res = append(res, o)
 		}
 	}
@@ -330,8 +405,10 @@ func (t Table) String() string {
 func rowKey(r Row) string { return r.Arch + "\x00" + r.Syscall + "\x00" + r.Case }
 
 // Diff lists the semantic differences between two tables, one per line:
-// "- kill statx (x86_64)" then "+ allow statx (x86_64)" when an action
-// changed, a lone "+" or "-" when a row appears or disappears.
+// "- kill statx (x86_64) : REASON" then "+ allow statx (x86_64) : REASON"
+// when an action changed, a lone "+" or "-" when a row appears or
+// disappears. Each line carries its own table's reason for the row, when
+// the table has one (tables from Policy.Table do).
 func Diff(old, new Table) []string {
 	om, nm := map[string]Row{}, map[string]Row{}
 	var keys []Row
@@ -372,5 +449,9 @@ func diffLine(sign string, r Row) string {
 	default:
 		s += " if " + r.Case
 	}
-	return s + " (" + r.Arch + ")"
+	s += " (" + r.Arch + ")"
+	if r.Reason != "" {
+		s += " : " + r.Reason
+	}
+	return s
 }

@@ -118,10 +118,24 @@ func TestDefaultTable(t *testing.T) {
 		}
 		assert.Greater(t, known, 250)
 		// Conditional rules appear as argument cases, computed from the BPF.
+		one("socket", "errno EPERM")
+		one("socketpair", "errno EPERM")
+		one("pipe2", "errno EPERM")
+		for _, n := range []string{"fadvise64", "readahead", "mincore", "cachestat", "remap_file_pages"} {
+			one(n, "errno EPERM")
+		}
 		assert.Equal(t, []Row{
-			{Arch: arch, Syscall: "socket", Case: "arg0 == 0x1 (AF_UNIX)", Action: "allow"},
-			{Arch: arch, Syscall: "socket", Case: "otherwise", Action: "kill"},
-		}, stripNr(byName["socket"]))
+			{Arch: arch, Syscall: "preadv2", Case: "arg5 == 0x0", Action: "allow"},
+			{Arch: arch, Syscall: "preadv2", Case: "arg5.hi == 0x0 && arg5 != 0x0", Action: "errno EPERM"},
+			{Arch: arch, Syscall: "preadv2", Case: "otherwise", Action: "errno EPERM"},
+		}, stripNr(byName["preadv2"]))
+		madvise := stripNr(byName["madvise"])
+		assert.Contains(t, madvise, Row{Arch: arch, Syscall: "madvise", Case: "arg2 == 0x4 (MADV_DONTNEED)", Action: "allow"})
+		assert.Contains(t, madvise, Row{Arch: arch, Syscall: "madvise", Case: "arg2 == 0x3 (MADV_WILLNEED)", Action: "errno EPERM"})
+		assert.Contains(t, madvise, Row{Arch: arch, Syscall: "madvise", Case: "arg2.hi == 0x0 && arg2 > 0x13", Action: "errno EPERM"})
+		assert.Contains(t, madvise, Row{Arch: arch, Syscall: "madvise", Case: "arg2.hi > 0x0", Action: "errno EPERM"})
+		assert.Len(t, madvise, 22, "13 allowed values, 7 refused ones and the two halves of > MADV_KEEPONFORK")
+		assert.Contains(t, stripNr(byName["mmap"]), Row{Arch: arch, Syscall: "mmap", Case: "arg3 & 0x21 == 0x21 (MAP_SHARED|MAP_ANONYMOUS)", Action: "errno EPERM"})
 		assert.Equal(t, []Row{
 			{Arch: arch, Syscall: "clone", Case: "arg0 & 0x7e030100 == 0x10100 (CLONE_VM|CLONE_THREAD)", Action: "allow"},
 			{Arch: arch, Syscall: "clone", Case: "otherwise", Action: "kill"},
@@ -160,8 +174,19 @@ func TestTableMatchesEvaluation(t *testing.T) {
 		{"pthread", "clone", [6]uint64{0x3d0f00}, "allow"},
 		{"go runtime thread", "clone", [6]uint64{0x50f00}, "allow"},
 		{"thread into new netns", "clone", [6]uint64{0x3d0f00 | unix.CLONE_NEWNET}, "kill"},
-		{"AF_UNIX", "socket", [6]uint64{unix.AF_UNIX}, "allow"},
-		{"AF_INET", "socket", [6]uint64{unix.AF_INET}, "kill"},
+		{"AF_UNIX", "socket", [6]uint64{unix.AF_UNIX}, "errno EPERM"},
+		{"AF_INET", "socket", [6]uint64{unix.AF_INET}, "errno EPERM"},
+		{"preadv2 no flags", "preadv2", [6]uint64{5: 0}, "allow"},
+		{"preadv2 RWF_NOWAIT", "preadv2", [6]uint64{5: unix.RWF_NOWAIT}, "errno EPERM"},
+		{"preadv2 high flag bits", "preadv2", [6]uint64{5: 1 << 32}, "errno EPERM"},
+		{"madvise DONTNEED", "madvise", [6]uint64{2: unix.MADV_DONTNEED}, "allow"},
+		{"madvise KEEPONFORK", "madvise", [6]uint64{2: unix.MADV_KEEPONFORK}, "allow"},
+		{"madvise COLD", "madvise", [6]uint64{2: unix.MADV_COLD}, "errno EPERM"},
+		{"madvise past the list", "madvise", [6]uint64{2: 0x20}, "errno EPERM"},
+		{"madvise DONTNEED high bits", "madvise", [6]uint64{2: 1<<32 | unix.MADV_DONTNEED}, "errno EPERM"},
+		{"mmap private anonymous", "mmap", [6]uint64{3: unix.MAP_PRIVATE | unix.MAP_ANONYMOUS}, "allow"},
+		{"mmap shared file", "mmap", [6]uint64{3: unix.MAP_SHARED}, "allow"},
+		{"mmap shared anonymous", "mmap", [6]uint64{3: unix.MAP_SHARED | unix.MAP_ANONYMOUS}, "errno EPERM"},
 		{"F_SETLK", "fcntl", [6]uint64{0, unix.F_SETLK}, "errno ENOLCK"},
 		{"F_SETOWN", "fcntl", [6]uint64{0, unix.F_SETOWN}, "kill"},
 	}
@@ -186,7 +211,7 @@ func mustArch(t *testing.T, name string) archInfo {
 func stripNr(rows []Row) []Row {
 	out := make([]Row, len(rows))
 	for i, r := range rows {
-		r.Nr, r.Last = 0, 0
+		r.Nr, r.Last, r.Reason = 0, 0, ""
 		out[i] = r
 	}
 	return out
@@ -202,14 +227,14 @@ func TestDiff(t *testing.T) {
 	nt, err := nw.Table("x86_64")
 	require.NoError(t, err)
 	assert.Equal(t, []string{
-		"- allow fstat (x86_64)",
-		"+ kill fstat (x86_64)",
-		"- kill ioctl (x86_64)",
-		"+ allow ioctl if arg1 == 0x5401 (TCGETS) (x86_64)",
-		"+ kill ioctl if arg1.hi == 0x0 && arg1 != 0x5401 (TCGETS) (x86_64)",
-		"+ kill ioctl otherwise (x86_64)",
-		"- kill statx (x86_64)",
-		"+ allow statx (x86_64)",
+		"- allow fstat (x86_64) : stat",
+		"+ kill fstat (x86_64) : unknown calls are fatal",
+		"- kill ioctl (x86_64) : unknown calls are fatal",
+		"+ allow ioctl if arg1 == 0x5401 (TCGETS) (x86_64) : tty",
+		"+ kill ioctl if arg1.hi == 0x0 && arg1 != 0x5401 (TCGETS) (x86_64) : unknown calls are fatal",
+		"+ kill ioctl otherwise (x86_64) : unknown calls are fatal",
+		"- kill statx (x86_64) : unknown calls are fatal",
+		"+ allow statx (x86_64) : stat",
 	}, Diff(ot, nt))
 	assert.Empty(t, Diff(nt, nt))
 }

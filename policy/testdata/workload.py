@@ -1,7 +1,18 @@
 # CPython standard-library workload run under the compiled python3.policy.
 # It prints one line per step and "OK" at the end; any denied system call
-# kills it (SIGSYS) or raises.
+# kills it (SIGSYS) or raises. The "refused ok" step checks that the calls the
+# policy answers with EPERM (page cache, inode counter) fail cleanly.
 import asyncio
+import collections
+import csv
+import datetime
+import io
+import itertools
+import logging
+import mmap
+import pwd
+import socket
+import subprocess  # import only: the policy has no fork
 import bz2
 import concurrent.futures
 import gzip
@@ -97,19 +108,60 @@ with tarfile.open(os.path.join(td, "t.tgz"), "w:gz") as t:
 shutil.rmtree(td)
 print("files ok")
 
-# Odds and ends: randomness, sleeping, asyncio (socketpair self-pipe).
+# Odds and ends: randomness, sleeping, logging, csv, dates, name lookups
+# (glibc tries the nscd socket first, gets EPERM and reads the files).
 uuid.uuid4()
 random.random()
 os.urandom(16)
 time.sleep(0.01)
-
-
-async def main():
-    await asyncio.sleep(0.001)
-    return 7
-
-
-assert asyncio.run(main()) == 7
+log = io.StringIO()
+logging.basicConfig(stream=log, level=logging.INFO)
+logging.getLogger("workload").info("hello")
+assert "hello" in log.getvalue()
+out = io.StringIO()
+csv.writer(out).writerows([["a", 1], ["b", 2]])
+assert list(csv.reader(io.StringIO(out.getvalue()))) == [["a", "1"], ["b", "2"]]
+assert datetime.datetime(2026, 1, 2).isoformat() == "2026-01-02T00:00:00"
+assert collections.Counter("abca")["a"] == 2
+assert list(itertools.islice(itertools.count(), 3)) == [0, 1, 2]
+try:
+    pwd.getpwuid(os.getuid())
+except KeyError:
+    pass
 print("misc ok")
+
+
+def refused(fn):
+    try:
+        fn()
+    except PermissionError:
+        return True
+    return False
+
+
+# Page cache: no eviction, prefetch or residency probe; plain reads and
+# private or file-backed mappings still work.
+me = os.path.abspath(__file__)
+fd = os.open(me, os.O_RDONLY)
+buf = bytearray(16)
+assert os.preadv(fd, [buf], 0) == 16
+assert refused(lambda: os.preadv(fd, [buf], 0, os.RWF_NOWAIT))
+assert refused(lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
+with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
+    assert m[:1] == b"#"
+    m.madvise(mmap.MADV_SEQUENTIAL)
+    assert refused(lambda: m.madvise(mmap.MADV_WILLNEED))
+os.close(fd)
+with mmap.mmap(-1, 1 << 16, flags=mmap.MAP_PRIVATE) as m:
+    m[0] = 1
+    m.madvise(mmap.MADV_DONTNEED)
+assert refused(lambda: mmap.mmap(-1, 1 << 16))  # MAP_SHARED|MAP_ANONYMOUS
+# Host-wide inode counter: no pipes or sockets, so no asyncio event loop.
+assert refused(os.pipe)
+assert refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+assert refused(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+assert refused(socket.socketpair)
+assert refused(asyncio.new_event_loop)
+print("refused ok")
 sys.stdout.flush()
 print("OK")
