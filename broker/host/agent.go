@@ -5,28 +5,56 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// TokenVariables are removed from the agent's environment whenever bounded
-// queries are enabled.
-var TokenVariables = []string{"GH_TOKEN", "GITHUB_TOKEN", "GITHUB_PERSONAL_ACCESS_TOKEN"}
+	"github.com/awf-project/awf/proto"
+)
 
 // AgentStopGrace is how long the agent gets after SIGTERM before SIGKILL.
 const AgentStopGrace = 10 * time.Second
 
-// AgentEnv builds the agent's environment from the caller's: tokens and any
-// stale AWF_BOUNDED_QUERY_* removed, the run's variables added, the skill
+// AgentMayInherit reports whether the variable called name may pass from
+// awf's environment to the agent's when bounded queries are enabled. The
+// rules are proto's (one list): a GitHub credential or an Actions runtime
+// variable never passes, any other credential-looking variable passes only
+// when allow names it exactly, and everything else passes.
+func AgentMayInherit(name string, allow []string) bool {
+	switch proto.ClassifyVariable(name) {
+	case proto.NotCredential:
+		return true
+	case proto.OtherCredential:
+		return slices.Contains(allow, name)
+	}
+	return false
+}
+
+// CredentialsToScrub returns the names in environ that the agent may not
+// inherit (AgentMayInherit), each once, for staging.ScrubEnviron: awf
+// itself holds them no longer than it needs to.
+func CredentialsToScrub(environ, allow []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !AgentMayInherit(name, allow) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AgentEnv builds the agent's environment from the caller's: every variable
+// the agent may not inherit (AgentMayInherit with r.EnvAllow) and any stale
+// AWF_BOUNDED_QUERY_* removed, the run's variables added, the skill
 // directory first on PATH, HOME and USER of the agent user.
 func AgentEnv(base []string, r *Run) []string {
 	drop := func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
-		for _, t := range TokenVariables {
-			if name == t {
-				return true
-			}
+		if !AgentMayInherit(name, r.EnvAllow) {
+			return true
 		}
 		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,8 +50,17 @@ type Run struct {
 	Spec   Spec
 	Seeds  []staging.Seed
 	Repos  []string // configured slugs, as written
-	lock   *os.File
+	// EnvAllow is agent.env.allow: the other credentials the agent keeps.
+	EnvAllow []string
+	// Network is agent.network ("" means host).
+	Network   string
+	agentHide []string
+	lock      *os.File
 }
+
+// AgentHide returns what the agent's view covers (ShimArgs.Hide), as
+// preflight computed and checked it.
+func (r *Run) AgentHide() []string { return slices.Clone(r.agentHide) }
 
 // Prepare runs every preflight check, then stages the repositories and
 // writes the broker spec, the skill and the agent CLI. On failure it leaves
@@ -72,6 +82,9 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	if fi, err := os.Stat(o.CLIBinary); err != nil || !fi.Mode().IsRegular() {
 		return nil, pf("bounded-query CLI %s not found (build it with make build)", o.CLIBinary)
+	}
+	if err := checkWorkingTree(ctx, o, agent); err != nil {
+		return nil, err
 	}
 	token := staging.ResolveToken(o.Getenv)
 	if u := o.Getenv("GITHUB_SERVER_URL"); u != "" {
@@ -98,13 +111,20 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 			return nil, pf("runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")
 		}
 	}
+	l := NewLayout(NewRunID(), o.PrivateBase, o.IngressBase, o.AuditArchive)
+	hide, err := planAgentHide(o, agent, l)
+	if err != nil {
+		return nil, pf("%v", err)
+	}
 	rfs, digest, err := resolveRootFS(ctx, bq.RootFS, o.RootFSCache, o.Progress)
 	if err != nil {
 		return nil, pf("%v", err)
 	}
 
-	l := NewLayout(NewRunID(), o.PrivateBase, o.IngressBase, o.AuditArchive)
-	visible := []string{l.IngressRoot}
+	// The agent sees its own run's ingress directory, its home and working
+	// directory, and the world-writable temporary directories (where it can
+	// take a name before awf does).
+	visible := []string{l.IngressRoot, "/tmp", "/var/tmp", "/dev/shm"}
 	for _, p := range []string{agent.Home, o.Workdir} {
 		if filepath.IsAbs(p) && p != "/" {
 			visible = append(visible, p)
@@ -119,7 +139,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	if err := os.Mkdir(l.PrivateRoot, 0o700); err != nil {
 		return nil, pf("private root: %v", err)
 	}
-	r = &Run{Layout: l, Agent: agent}
+	r = &Run{Layout: l, Agent: agent, EnvAllow: slices.Clone(o.Config.Agent.EnvAllow), Network: o.Config.Agent.Network, agentHide: hide}
 	defer func() {
 		if err != nil {
 			r.removeFiles(context.WithoutCancel(ctx))

@@ -49,8 +49,10 @@ func cmdBroker(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1
 	}
+	// As in awf run: the staging credential is read once, then every
+	// credential the agent may not have leaves this process's environment.
 	token := staging.ResolveToken(os.Getenv)
-	if err := staging.ScrubEnviron(host.TokenVariables...); err != nil {
+	if err := staging.ScrubEnviron(host.CredentialsToScrub(os.Environ(), cfg.Agent.EnvAllow)...); err != nil {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1
 	}

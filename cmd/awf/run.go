@@ -62,10 +62,11 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
-	// The staging credential is read once, then removed from this process's
-	// environment (and /proc) before anything long-lived starts.
+	// The staging credential is read once, then it and every credential the
+	// agent may not have are removed from this process's environment (and
+	// /proc) before anything long-lived starts.
 	token := staging.ResolveToken(os.Getenv)
-	if err := staging.ScrubEnviron(host.TokenVariables...); err != nil {
+	if err := staging.ScrubEnviron(host.CredentialsToScrub(os.Environ(), cfg.Agent.EnvAllow)...); err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
