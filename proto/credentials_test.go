@@ -1,6 +1,7 @@
 package proto_test
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -125,4 +126,33 @@ func FuzzIsCredentialVariable(f *testing.F) {
 			t.Fatalf("%q is never allowed but not a credential", name)
 		}
 	})
+}
+
+// TestCredentialDocsListEveryRule keeps docs/bounded-queries.md in step
+// with the lists: every GitHub and Actions name, every prefix and suffix,
+// and every other name that no prefix or suffix already catches.
+func TestCredentialDocsListEveryRule(t *testing.T) {
+	b, err := os.ReadFile("../docs/bounded-queries.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	want := append(proto.GitHubCredentialVariables(), proto.ActionsRuntimeVariables()...)
+	want = append(want, proto.CredentialVariablePrefixes()...)
+	want = append(want, proto.CredentialVariableSuffixes()...)
+	for _, n := range proto.CredentialVariableNames() {
+		caught := false
+		for _, s := range proto.CredentialVariableSuffixes() {
+			caught = caught || strings.HasSuffix(n, s)
+		}
+		for _, p := range proto.CredentialVariablePrefixes() {
+			caught = caught || strings.HasPrefix(n, p)
+		}
+		if !caught {
+			want = append(want, n)
+		}
+	}
+	for _, w := range want {
+		assert.True(t, strings.Contains(doc, "`"+w+"`"), "docs/bounded-queries.md does not name `%s`", w)
+	}
 }
