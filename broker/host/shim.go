@@ -14,27 +14,72 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ShimArgs is what the agent shim needs, passed on its command line (no secret).
+// ShimArgs is what the agent shim needs, passed on its command line (no
+// secret). The zero value of each field added after IngressRoot keeps the
+// behaviour awf had before it: nothing extra hidden, the host network, no
+// cgroup to join.
 type ShimArgs struct {
 	UID, GID    int
 	PrivateBase string
 	IngressBase string
 	IngressRoot string // "" when bounded queries are disabled
+
+	// Hide lists absolute paths covered in the agent's view whatever their
+	// permissions: a directory by an empty read-only tmpfs, anything else by
+	// an empty read-only file. A path that does not exist is ignored; a
+	// symbolic link is followed and its target covered.
+	Hide []string
+	// Network is NetworkHost ("" means the same) or NetworkNone.
+	Network string
+	// Cgroups are the agent's cgroup directories, one per hierarchy; the
+	// shim joins each before it starts anything.
+	Cgroups []string
 }
 
-// Argv renders the shim's arguments after "awf run --agent-shim".
+// The values of ShimArgs.Network.
+const (
+	// NetworkHost leaves the agent in the host's network namespace.
+	NetworkHost = "host"
+	// NetworkNone gives the agent a new network namespace with only
+	// loopback up. The broker socket is a path, so it still works.
+	NetworkNone = "none"
+)
+
+// The option prefixes of the shim's command line, after the five
+// positional arguments.
+const (
+	shimOptHide    = "--hide="
+	shimOptNetwork = "--network="
+	shimOptCgroup  = "--cgroup="
+)
+
+// Argv renders the shim's arguments after "awf run --agent-shim": the five
+// positional ones, then one option per Hide path, Network if set, and one
+// option per cgroup, in that order.
 func (a ShimArgs) Argv() []string {
-	return []string{strconv.Itoa(a.UID), strconv.Itoa(a.GID), a.PrivateBase, a.IngressBase, a.IngressRoot}
+	v := []string{strconv.Itoa(a.UID), strconv.Itoa(a.GID), a.PrivateBase, a.IngressBase, a.IngressRoot}
+	for _, p := range a.Hide {
+		v = append(v, shimOptHide+p)
+	}
+	if a.Network != "" {
+		v = append(v, shimOptNetwork+a.Network)
+	}
+	for _, p := range a.Cgroups {
+		v = append(v, shimOptCgroup+p)
+	}
+	return v
 }
 
-// ParseShimArgs reverses Argv.
+// ParseShimArgs reverses Argv. It is strict: ids are positive decimals,
+// every path is absolute (and each option's path clean), options come in Argv's order, Network
+// appears at most once with a known value, and nothing else is accepted.
 func ParseShimArgs(v []string) (ShimArgs, error) {
-	if len(v) != 5 {
-		return ShimArgs{}, errors.New("agent shim: want 5 arguments")
+	if len(v) < 5 {
+		return ShimArgs{}, errors.New("agent shim: want at least 5 arguments")
 	}
 	uid, err1 := strconv.Atoi(v[0])
 	gid, err2 := strconv.Atoi(v[1])
-	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 || v[0] != strconv.Itoa(uid) || v[1] != strconv.Itoa(gid) {
 		return ShimArgs{}, errors.New("agent shim: bad uid/gid")
 	}
 	for _, p := range v[2:4] {
@@ -42,38 +87,124 @@ func ParseShimArgs(v []string) (ShimArgs, error) {
 			return ShimArgs{}, errors.New("agent shim: paths must be absolute")
 		}
 	}
-	return ShimArgs{UID: uid, GID: gid, PrivateBase: v[2], IngressBase: v[3], IngressRoot: v[4]}, nil
+	if v[4] != "" && !filepath.IsAbs(v[4]) {
+		return ShimArgs{}, errors.New("agent shim: paths must be absolute")
+	}
+	a := ShimArgs{UID: uid, GID: gid, PrivateBase: v[2], IngressBase: v[3], IngressRoot: v[4]}
+	// stage is the last option kind seen: 0 hide, 1 network, 2 cgroup.
+	stage := 0
+	for _, o := range v[5:] {
+		switch {
+		case strings.HasPrefix(o, shimOptHide) && stage == 0:
+			p := strings.TrimPrefix(o, shimOptHide)
+			if !cleanAbs(p) {
+				return ShimArgs{}, fmt.Errorf("agent shim: hide %q: not an absolute clean path", p)
+			}
+			a.Hide = append(a.Hide, p)
+		case strings.HasPrefix(o, shimOptNetwork) && stage == 0:
+			n := strings.TrimPrefix(o, shimOptNetwork)
+			if n != NetworkHost && n != NetworkNone {
+				return ShimArgs{}, fmt.Errorf("agent shim: network %q: want %q or %q", n, NetworkHost, NetworkNone)
+			}
+			a.Network, stage = n, 1
+		case strings.HasPrefix(o, shimOptCgroup):
+			p := strings.TrimPrefix(o, shimOptCgroup)
+			if !cleanAbs(p) {
+				return ShimArgs{}, fmt.Errorf("agent shim: cgroup %q: not an absolute clean path", p)
+			}
+			a.Cgroups, stage = append(a.Cgroups, p), 2
+		default:
+			return ShimArgs{}, fmt.Errorf("agent shim: unexpected argument %q", o)
+		}
+	}
+	return a, nil
+}
+
+// ParseShimCommand splits "ARGS… -- CMD…" (what follows "awf run
+// --agent-shim") into the shim's arguments and the agent's command. No
+// shim argument can be "--", so the first one ends them.
+func ParseShimCommand(v []string) (ShimArgs, []string, error) {
+	for i, s := range v {
+		if s != "--" {
+			continue
+		}
+		if i+1 == len(v) {
+			return ShimArgs{}, nil, errors.New("agent shim: no command after --")
+		}
+		a, err := ParseShimArgs(v[:i])
+		if err != nil {
+			return ShimArgs{}, nil, err
+		}
+		return a, v[i+1:], nil
+	}
+	return ShimArgs{}, nil, errors.New("agent shim: no -- before the command")
+}
+
+// cleanAbs reports whether p is an absolute path in its shortest form, so
+// that two spellings of one path cannot both pass.
+func cleanAbs(p string) bool {
+	return filepath.IsAbs(p) && filepath.Clean(p) == p && !strings.ContainsRune(p, 0)
 }
 
 // RunShim is pid 1 of the agent's new pid namespace, root in its new mount
-// namespace. It covers the private base with an empty read-only tmpfs,
-// replaces the ingress base by a read-only tmpfs holding only this run's
-// directory, mounts a fresh /proc (so no process outside the namespace is
-// visible), empties the capability bounding set, sets no_new_privs, and then
-// runs argv as the agent user with its environment. It reaps every child and
+// namespace. It joins the agent's cgroups and takes a cgroup namespace,
+// takes an empty network namespace when asked, builds the agent's view
+// (see buildView: the private base and every Hide path covered, the
+// ingress base reduced to this run's directory, a built /sys and /proc),
+// empties the capability bounding set, sets no_new_privs, and then runs
+// argv as the agent user with its environment. It reaps every child and
 // returns argv's exit status (128+signal when killed).
 func RunShim(a ShimArgs, argv []string) (int, error) {
+	return runShim(a, argv, shimKnobs{})
+}
+
+func runShim(a ShimArgs, argv []string, k shimKnobs) (int, error) {
 	if len(argv) == 0 {
 		return 127, errors.New("agent shim: no command")
 	}
-	runtime.LockOSThread() // mounts, prctl and the fork all happen on this thread
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return 1, fmt.Errorf("agent shim: make mounts private: %w", err)
-	}
-	if err := coverDir(a.PrivateBase); err != nil {
+	// Namespaces, mounts, prctl and the fork all happen on this thread; it
+	// is never unlocked, so no other goroutine runs with its state.
+	runtime.LockOSThread()
+	// First, so that every process the agent ever starts is born inside.
+	if err := joinCgroups(a.Cgroups); err != nil {
 		return 1, err
 	}
-	if err := coverIngress(a.IngressBase, a.IngressRoot); err != nil {
+	if !k.TestOnlyNoCgroupNS {
+		if err := enterCgroupNS(); err != nil {
+			return 1, err
+		}
+	}
+	switch a.Network {
+	case "", NetworkHost:
+	case NetworkNone:
+		if err := enterNetworkNone(); err != nil {
+			return 1, err
+		}
+	default:
+		return 1, fmt.Errorf("agent shim: network %q: want %q or %q", a.Network, NetworkHost, NetworkNone)
+	}
+	// Frozen with the /proc copies, before any mount, so the agent's
+	// sysinfo and its /proc agree.
+	si, err := freezeSysinfo()
+	if err != nil {
 		return 1, err
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return 1, fmt.Errorf("agent shim: mount /proc: %w", err)
+	if err := buildView(a, k); err != nil {
+		return 1, err
 	}
 	if err := dropBounding(); err != nil {
 		return 1, err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 1, fmt.Errorf("agent shim: no_new_privs: %w", err)
+	}
+	if !k.TestOnlyLiveSysinfo {
+		listener, err := installSysinfoFilter()
+		if err != nil {
+			return 1, err
+		}
+		abi, _ := sysinfoABIFor(runtime.GOARCH)
+		go serveSysinfo(listener, si, abi)
 	}
 	path := argv[0]
 	if !strings.Contains(path, "/") {
@@ -135,17 +266,6 @@ func lookPath(name string) (string, error) {
 		}
 	}
 	return "", errors.New("not found in PATH")
-}
-
-// coverDir mounts an empty read-only tmpfs over dir, if it exists.
-func coverDir(dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err := unix.Mount("awf-hidden", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0755"); err != nil {
-		return fmt.Errorf("agent shim: cover %s: %w", dir, err)
-	}
-	return nil
 }
 
 // coverIngress replaces base by a read-only tmpfs that holds only root (the
