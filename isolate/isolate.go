@@ -266,6 +266,11 @@ type HostConfig struct {
 	RunscPath string
 	// DockerSocket is the Engine's Unix socket for the docker backend.
 	DockerSocket string
+	// SandboxCPUs is the kernel CPU list ("3", "2-3") every sandbox is
+	// confined to (cpuset), disjoint from the agent's so that a live sandbox
+	// cannot be timed through a shared core. "" means no pinning; awf run
+	// leaves it empty only on a one-CPU host, where there is nothing to split.
+	SandboxCPUs string
 }
 
 // RunWithSandbox implements Runtime.Run on top of Prepare, Exec and Destroy,

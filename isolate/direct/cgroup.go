@@ -33,6 +33,7 @@ type cgroupSetup struct {
 	parentRel string   // parent cgroup, relative to each hierarchy root
 	v1Mounts  []string // v1 (and hybrid unified) mount points, v1 only
 	memsw     bool     // v1: swap accounting is available
+	cpus      string   // cpuset.cpus of every sandbox; "" = not pinned
 }
 
 // CgroupMode reports how the direct runtime would place sandboxes on this
@@ -101,32 +102,52 @@ func isDelegated(dir string) bool {
 	return false
 }
 
-// setupCgroups prepares the dedicated parent cgroup.
-func setupCgroups(parent string) (cgroupSetup, error) {
+// setupCgroups prepares the dedicated parent cgroup; cpus is the CPU list
+// every sandbox is confined to ("" = not pinned).
+func setupCgroups(parent, cpus string) (cgroupSetup, error) {
 	mode, err := CgroupMode()
 	if err != nil {
 		return cgroupSetup{}, err
 	}
-	s := cgroupSetup{mode: mode, parentRel: parent}
+	s := cgroupSetup{mode: mode, parentRel: parent, cpus: cpus}
 	switch mode {
 	case ModeV1Hybrid:
 		return s, s.setupV1()
 	case ModeV2Delegated:
-		own, err := ownCgroupV2()
+		base, err := V2Base(true)
 		if err != nil {
 			return s, err
 		}
-		base := delegatedBase(own)
-		if own == base {
-			if err := moveSelfToLeaf(base); err != nil {
-				return s, err
-			}
-		}
-		s.parentRel = strings.TrimPrefix(base, "/") + "/" + parent
-		return s, s.setupV2(strings.TrimPrefix(base, "/"))
+		s.parentRel = base + "/" + parent
+		return s, s.setupV2(base)
 	default:
 		return s, s.setupV2("")
 	}
+}
+
+// V2Base returns the cgroup v2 directory, relative to the root and without
+// a leading slash, below which awf places its own cgroups: "" on a plain v2
+// host, the delegated cgroup on a delegated one (mode v2-delegated). With
+// claim, every process of the delegated cgroup is first moved into its
+// supervisor leaf, so that the caller may enable controllers for the
+// delegated cgroup's children (cgroup v2 forbids processes in inner nodes).
+// It is the one place that finds the delegated base: the sandbox parents
+// and the agent's cgroup (broker/host) both use it.
+func V2Base(claim bool) (string, error) {
+	own, err := ownCgroupV2()
+	if err != nil {
+		return "", err
+	}
+	base := delegatedBase(own)
+	if base == "" {
+		return "", nil
+	}
+	if claim && own == base {
+		if err := moveSelfToLeaf(base); err != nil {
+			return "", err
+		}
+	}
+	return strings.TrimPrefix(base, "/"), nil
 }
 
 // moveSelfToLeaf moves every process of the delegated cgroup (the broker
@@ -176,8 +197,8 @@ func (s *cgroupSetup) setupV2(base string) error {
 		return fmt.Errorf("cgroup: enable controllers in %s: %w", base, err)
 	}
 	parent := filepath.Join(cgroupRoot, s.parentRel)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("cgroup: parent: %w", err)
+	if err := mkdirPrivate(parent); err != nil {
+		return err
 	}
 	if err := cgroups.WriteFile(parent, "cgroup.subtree_control", enable); err != nil {
 		return fmt.Errorf("cgroup: enable controllers in %s: %w", parent, err)
@@ -202,6 +223,30 @@ func (s *cgroupSetup) setupV1() error {
 	if cgroups.IsCgroup2HybridMode() {
 		s.v1Mounts = append(s.v1Mounts, filepath.Join(cgroupRoot, "unified"))
 	}
+	// libcontainer would create the parents 0755; made here first, they
+	// are 0700. A new v1 cpuset starts empty and the gvisor backend shares
+	// this parent, so it gets its parent's CPUs and memory nodes now.
+	cpusetMount, _ := cgroups.FindCgroupMountpoint("", "cpuset")
+	for _, m := range s.v1Mounts {
+		p := filepath.Join(m, s.parentRel)
+		if err := mkdirPrivate(p); err != nil {
+			return err
+		}
+		if m == cpusetMount {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if cur, _ := cgroups.ReadFile(p, f); strings.TrimSpace(cur) != "" {
+					continue
+				}
+				v, err := cgroups.ReadFile(m, f)
+				if err == nil {
+					err = cgroups.WriteFile(p, f, v)
+				}
+				if err != nil {
+					return fmt.Errorf("cgroup: %s of %s: %w", f, p, err)
+				}
+			}
+		}
+	}
 	for _, c := range controllers {
 		if !have[c] {
 			return fmt.Errorf("cgroup: v1 controller %s is not mounted", c)
@@ -217,6 +262,19 @@ func (s *cgroupSetup) setupV1() error {
 		if swap > 0 {
 			return errors.New("cgroup: host has swap but no v1 swap accounting (memsw): swap cannot be denied")
 		}
+	}
+	return nil
+}
+
+// mkdirPrivate creates a parent cgroup directory closed to other users
+// (defence in depth: its files would be world-readable otherwise), and
+// closes an existing one.
+func mkdirPrivate(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cgroup: parent: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("cgroup: parent: %w", err)
 	}
 	return nil
 }

@@ -80,6 +80,9 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 		CpuQuota:  l.CPUMilli * cpuPeriod / 1000,
 		CpuPeriod: cpuPeriod,
 		Devices:   deviceRules(),
+		// The sandbox's CPUs, disjoint from the agent's (invariant 8);
+		// libcontainer copies the memory nodes from the parent.
+		CpusetCpus: r.cg.cpus,
 	}
 	if r.cg.v2() || r.cg.memsw {
 		res.MemorySwap = l.MemoryBytes // memory+swap = memory: no swap

@@ -167,7 +167,7 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("direct: state dir %s is in use by another runtime: %w", state, err)
 	}
 	r.lock = lock
-	cg, err := setupCgroups(h.CgroupParent)
+	cg, err := setupCgroups(h.CgroupParent, h.SandboxCPUs)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("direct: %w", err)

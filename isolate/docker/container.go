@@ -45,6 +45,7 @@ type hostConfig struct {
 	Memory         int64     `json:"Memory"`
 	MemorySwap     int64     `json:"MemorySwap"`
 	NanoCPUs       int64     `json:"NanoCpus"`
+	CpusetCpus     string    `json:"CpusetCpus,omitempty"`
 	PidsLimit      *int64    `json:"PidsLimit,omitempty"`
 	Ulimits        []ulimit  `json:"Ulimits"`
 	ShmSize        int64     `json:"ShmSize"`
@@ -91,6 +92,7 @@ type containerSpec struct {
 	ws      *workspace.Workspace
 	tmp     string // host tmpfs bound at /tmp
 	labels  map[string]string
+	cpus    string // HostConfig.SandboxCPUs; "" = not pinned
 }
 
 // buildCreate renders the container: the same controls as
@@ -147,7 +149,9 @@ func buildCreate(c containerSpec) createBody {
 			Memory:       l.MemoryBytes,
 			MemorySwap:   l.MemoryBytes,
 			NanoCPUs:     l.CPUMilli * 1_000_000,
-			PidsLimit:    pids,
+			// Disjoint from the agent's CPUs (invariant 8).
+			CpusetCpus: c.cpus,
+			PidsLimit:  pids,
 			Ulimits: []ulimit{
 				{Name: "fsize", Soft: l.FileSizeBytes, Hard: l.FileSizeBytes},
 				{Name: "nofile", Soft: int64(l.NoFile), Hard: int64(l.NoFile)},

@@ -42,6 +42,7 @@ type Runtime struct {
 	dir      string // StateDir/docker
 	stateTag string // labels this state dir's containers
 	eng      *engine
+	cpus     string // HostConfig.SandboxCPUs
 
 	mu     sync.Mutex
 	live   map[string]bool   // workspace names of sandboxes not yet destroyed
@@ -69,6 +70,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 		dir:      filepath.Join(h.StateDir, Name),
 		stateTag: hex.EncodeToString(sum[:8]),
 		eng:      newEngine(h.DockerSocket),
+		cpus:     h.SandboxCPUs,
 		live:     map[string]bool{},
 		images:   map[string]string{},
 	}, nil

@@ -120,7 +120,7 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 		return err
 	}
 	body := buildCreate(containerSpec{
-		image: s.image, argv: argv, limits: s.t.Limits, weak: s.t.Weaken, seccomp: s.seccomp, ws: s.ws, tmp: tmp,
+		image: s.image, argv: argv, limits: s.t.Limits, weak: s.t.Weaken, seccomp: s.seccomp, ws: s.ws, tmp: tmp, cpus: s.r.cpus,
 		labels: map[string]string{
 			labelRun: s.runID, labelInvocation: invID, labelSandbox: s.ws.Journal.SandboxID,
 			labelState: s.r.stateTag, labelBackend: Name,

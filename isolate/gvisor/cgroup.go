@@ -85,8 +85,9 @@ func cgroupDirs(v2 bool, rel string) ([]string, error) {
 }
 
 // newCgroup creates parent/name in every hierarchy and writes the limits.
-// On error whatever was created is removed.
-func newCgroup(ctx context.Context, parent, name string, l isolate.Limits, weak isolate.Weakening) (c *cgroup, err error) {
+// cpus is the sandbox's CPU list (HostConfig.SandboxCPUs; "" = the
+// parent's). On error whatever was created is removed.
+func newCgroup(ctx context.Context, parent, name, cpus string, l isolate.Limits, weak isolate.Weakening) (c *cgroup, err error) {
 	v2, err := cgroupV2()
 	if err != nil {
 		return nil, err
@@ -98,14 +99,14 @@ func newCgroup(ctx context.Context, parent, name string, l isolate.Limits, weak 
 		}
 	}()
 	if v2 {
-		err = c.createV2(parent, l, weak)
+		err = c.createV2(parent, cpus, l, weak)
 	} else {
-		err = c.createV1(parent, l, weak)
+		err = c.createV1(parent, cpus, l, weak)
 	}
 	return c, err
 }
 
-func (c *cgroup) createV1(parent string, l isolate.Limits, weak isolate.Weakening) error {
+func (c *cgroup) createV1(parent, cpus string, l isolate.Limits, weak isolate.Weakening) error {
 	hs, err := hierarchies()
 	if err != nil {
 		return err
@@ -121,6 +122,9 @@ func (c *cgroup) createV1(parent string, l isolate.Limits, weak isolate.Weakenin
 		c.dirs = append(c.dirs, d)
 		if filepath.Base(h) == "cpuset" {
 			if err := inheritCpuset(filepath.Dir(d), d); err != nil {
+				return err
+			}
+			if err := writeCPUs(d, cpus); err != nil {
 				return err
 			}
 		}
@@ -151,7 +155,8 @@ func (c *cgroup) createV1(parent string, l isolate.Limits, weak isolate.Weakenin
 // ensureV1Parent creates the parent cgroup in hierarchy h when missing.
 func ensureV1Parent(h, parent string) error {
 	p := filepath.Join(h, parent)
-	if err := os.Mkdir(p, 0o755); err != nil {
+	// 0700: the parent's files stay closed to other users (defence in depth).
+	if err := os.Mkdir(p, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil
 		}
@@ -178,13 +183,18 @@ func inheritCpuset(from, to string) error {
 	return nil
 }
 
-func (c *cgroup) createV2(parent string, l isolate.Limits, weak isolate.Weakening) error {
+func (c *cgroup) createV2(parent, cpus string, l isolate.Limits, weak isolate.Weakening) error {
 	p := filepath.Join(cgroupRoot, parent)
-	if err := os.MkdirAll(p, 0o755); err != nil {
+	// 0700: the parent's files stay closed to other users (defence in depth).
+	if err := os.MkdirAll(p, 0o700); err != nil {
 		return fmt.Errorf("cgroup: create parent %s: %w", p, err)
 	}
+	enable := "+memory +pids +cpu"
+	if cpus != "" {
+		enable += " +cpuset"
+	}
 	for _, d := range []string{cgroupRoot, p} {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
 			return fmt.Errorf("cgroup: enable controllers in %s: %w", d, err)
 		}
 	}
@@ -193,6 +203,9 @@ func (c *cgroup) createV2(parent string, l isolate.Limits, weak isolate.Weakenin
 		return fmt.Errorf("cgroup: create %s: %w", d, err)
 	}
 	c.dirs = []string{d}
+	if err := writeCPUs(d, cpus); err != nil {
+		return err
+	}
 	if err := writeFile(d, "memory.max", l.MemoryBytes); err != nil {
 		return err
 	}
@@ -206,6 +219,18 @@ func (c *cgroup) createV2(parent string, l isolate.Limits, weak isolate.Weakenin
 	}
 	if err := os.WriteFile(filepath.Join(d, "cpu.max"), []byte(fmt.Sprintf("%d 100000", l.CPUMilli*100)), 0o644); err != nil {
 		return fmt.Errorf("cgroup: write cpu.max: %w", err)
+	}
+	return nil
+}
+
+// writeCPUs confines the cgroup at dir to cpus, disjoint from the agent's
+// CPUs (invariant 8); "" leaves the parent's.
+func writeCPUs(dir, cpus string) error {
+	if cpus == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus), 0o644); err != nil {
+		return fmt.Errorf("cgroup: write %s/cpuset.cpus %q: %w", dir, cpus, err)
 	}
 	return nil
 }

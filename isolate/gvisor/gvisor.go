@@ -40,6 +40,7 @@ type Runtime struct {
 	runscErr error
 	dir      string // StateDir/gvisor
 	parent   string // cgroup parent
+	cpus     string // HostConfig.SandboxCPUs
 
 	mu       sync.Mutex
 	live     map[string]bool // workspace names of sandboxes not yet destroyed
@@ -73,6 +74,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 		runID:  h.RunID,
 		dir:    filepath.Join(h.StateDir, Name),
 		parent: parent,
+		cpus:   h.SandboxCPUs,
 		live:   map[string]bool{},
 	}
 	r.runsc, r.runscErr = findRunsc(h.RunscPath)
@@ -239,7 +241,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, sc *specs.Lin
 			return fail(fmt.Errorf("gvisor: %w", err))
 		}
 	}
-	cg, err := newCgroup(ctx, r.parent, Name+"-"+name, t.Limits, t.Weaken)
+	cg, err := newCgroup(ctx, r.parent, Name+"-"+name, r.cpus, t.Limits, t.Weaken)
 	if err != nil {
 		return fail(fmt.Errorf("gvisor: %w", err))
 	}

@@ -1,0 +1,51 @@
+package direct_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+)
+
+// cpusScript reports the CPUs the sandbox may run on, as the kernel lists
+// them in /proc/self/status and as sched_getaffinity returns them.
+const cpusScript = `import json, os
+allowed = [l.split(":", 1)[1].strip() for l in open("/proc/self/status") if l.startswith("Cpus_allowed_list:")][0]
+open("/query/out", "w").write(json.dumps([allowed, sorted(os.sched_getaffinity(0))]))
+`
+
+// TestSandboxCPUs runs a sandbox pinned to the host's last CPU (as awf run
+// pins it, away from the agent's CPUs) and checks what the script sees.
+func TestSandboxCPUs(t *testing.T) {
+	var set unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(0, &set))
+	require.GreaterOrEqual(t, set.Count(), 2, "CPU separation needs a host with two or more CPUs")
+	last := 0
+	for i := 0; i < len(set)*64; i++ {
+		if set.IsSet(i) {
+			last = i
+		}
+	}
+	cpus := strconv.Itoa(last)
+	e := &testEnv{runID: newRunID(), state: t.TempDir()}
+	rt, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: e.state, SandboxCPUs: cpus})
+	require.NoError(t, err)
+	e.rt = rt
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Sweep(ctx))
+		require.NoError(t, rt.Close())
+		assertNoLeftovers(t, e.runID, e.state)
+	})
+	o := e.run(t, e.template(t, ""), cpusScript)
+	require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+	assert.JSONEq(t, `["`+cpus+`", [`+cpus+`]]`, string(o.Output))
+}
