@@ -92,6 +92,10 @@ func TestWeakenedConfigurationsFail(t *testing.T) {
 		mustFail []string
 	}{
 		{"no network namespace", isolate.Weakening{NoNetNS: true}, noNetNS},
+		// The policy refuses every socket, so only with the filter gone too
+		// do the connections themselves reach the host's listeners.
+		{"no network namespace, no seccomp", isolate.Weakening{NoNetNS: true, NoSeccomp: true},
+			[]string{"net/abstract-unix", "net/tcp-host", "net/udp-host", "net/dns"}},
 		{"no seccomp", isolate.Weakening{NoSeccomp: true}, noSeccomp},
 		{"no pids limit", isolate.Weakening{NoPidsLimit: true},
 			[]string{"limit/pids"}},
