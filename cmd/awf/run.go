@@ -103,7 +103,8 @@ func cmdRun(ctx context.Context, e env) int {
 	fmt.Fprintf(e.stderr, "awf: broker ready (runtime %s, %d repositories); running %s as uid %d\n",
 		r.Spec.Runtime, len(r.Seeds), argv[0], r.Agent.UID)
 	shim := host.ShimArgs{UID: r.Agent.UID, GID: r.Agent.GID, PrivateBase: r.Layout.PrivateBase,
-		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot}
+		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot,
+		Hide: r.AgentHide(), Network: shimNetwork(r.Network)}
 	code, err := host.RunAgent(ctx, exe, shim, host.AgentEnv(os.Environ(), r), argv, e.stdin, e.stdout, e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
@@ -122,19 +123,22 @@ func cmdRun(ctx context.Context, e env) int {
 	return code
 }
 
-// agentShim is the hidden mode "awf run --agent-shim UID GID PRIV INGRESS ROOT -- CMD…".
-func agentShim(e env) int {
-	a := e.args[1:]
-	if len(a) < 7 || a[5] != "--" {
-		fmt.Fprintln(e.stderr, "awf run: bad agent shim arguments")
-		return exitAWF
+// shimNetwork maps agent.network to the shim's value.
+func shimNetwork(n string) string {
+	if n == config.AgentNetworkNone {
+		return host.NetworkNone
 	}
-	s, err := host.ParseShimArgs(a[:5])
+	return host.NetworkHost
+}
+
+// agentShim is the hidden mode "awf run --agent-shim UID GID PRIV INGRESS ROOT [OPTIONS…] -- CMD…".
+func agentShim(e env) int {
+	s, argv, err := host.ParseShimCommand(e.args[1:])
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
-	code, err := host.RunShim(s, a[6:])
+	code, err := host.RunShim(s, argv)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 	}
