@@ -87,7 +87,7 @@ func AgentEnv(base []string, r *Run) []string {
 }
 
 // RunAgent runs argv through the agent shim (exe run --agent-shim …) in new
-// mount and pid namespaces and returns its exit status. When ctx ends
+// mount, pid and IPC namespaces and returns its exit status. When ctx ends
 // (SIGINT/SIGTERM to awf) the agent gets SIGTERM, then SIGKILL after a grace.
 func RunAgent(ctx context.Context, exe string, a ShimArgs, env, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	args := append([]string{"run", "--agent-shim"}, a.Argv()...)
@@ -97,7 +97,9 @@ func RunAgent(ctx context.Context, exe string, a ShimArgs, env, argv []string, s
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+		// A new IPC namespace too: the host's System V objects and POSIX
+		// message queues are not the agent's to see.
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC,
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {

@@ -132,7 +132,10 @@ func installSysinfoFilter() (int, error) {
 // It runs for the shim's life; the shim's own locked thread carries the
 // filter too, so the listener never loses its last user before the shim
 // exits.
+// If it ever stops, it closes the listener, so that the agent's sysinfo
+// calls fail with ENOSYS instead of waiting for an answer.
 func serveSysinfo(listener int, f frozenSysinfo, abi sysinfoABI) {
+	defer unix.Close(listener)
 	for {
 		var req seccompNotif
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req)))

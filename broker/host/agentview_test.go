@@ -17,12 +17,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/policy"
 )
 
 // The tests of the agent's view run the real shim: the test binary is its
@@ -150,6 +153,23 @@ func probeMain(args []string) int {
 				c.Err = err.Error()
 			}
 			r.Cmd[name] = c
+		case "sysinfo-loop":
+			n, _ := strconv.Atoi(arg)
+			var si unix.Sysinfo_t
+			start := time.Now()
+			for i := 0; i < n; i++ {
+				if err := unix.Sysinfo(&si); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
+			}
+			r.Cmd[verb] = probeCmd{Out: strconv.FormatInt(int64(time.Since(start)), 10)}
+		case "shmget":
+			key, _ := strconv.Atoi(arg)
+			r.Connect["shm:"+arg] = ""
+			if _, err := unix.SysvShmGet(key, 0, 0); err != nil {
+				r.Connect["shm:"+arg] = err.Error()
+			}
 		case "counters":
 			r.Counters[0] = readCounters()
 			fmt.Println("ready")
@@ -230,7 +250,7 @@ type viewFixture struct {
 	sysFiles []string // host /sys files outside sysKeep, readable by everyone
 }
 
-func newViewFixture(t *testing.T) *viewFixture {
+func newViewFixture(t testing.TB) *viewFixture {
 	t.Helper()
 	require.Equal(t, 0, os.Geteuid(), "the agent view tests run the real shim and need root")
 	dir, err := os.MkdirTemp("", "awf-agentview-")
@@ -310,7 +330,7 @@ func newViewFixture(t *testing.T) *viewFixture {
 // testCgroups makes one empty cgroup per hierarchy the agent will be
 // frozen in (the v1 freezer and the v2 tree, or the one v2 tree) and
 // removes them when the test ends.
-func testCgroups(t *testing.T) []string {
+func testCgroups(t testing.TB) []string {
 	t.Helper()
 	name := fmt.Sprintf("awf-agentview-test-%d", os.Getpid())
 	var roots []string
@@ -347,7 +367,7 @@ func testCgroups(t *testing.T) []string {
 // runProbe runs the probe with actions through RunAgent and the real shim.
 // onReady, if set, is called when the probe prints "ready"; the probe then
 // goes on. It returns the report, or the shim's exit code and stderr.
-func (fx *viewFixture) runProbe(t *testing.T, a ShimArgs, k shimKnobs, onReady func(), actions ...string) (probeReport, int, string) {
+func (fx *viewFixture) runProbe(t testing.TB, a ShimArgs, k shimKnobs, onReady func(), actions ...string) (probeReport, int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -738,4 +758,111 @@ func TestAgentViewTools(t *testing.T) {
 		assert.NotEqual(t, "0", f[0])
 		assert.Equal(t, ncpu, f[1])
 	}
+}
+
+// TestSysinfoFilter runs the agent's filter in the policy package's BPF
+// interpreter: native sysinfo goes to the shim, the x32 entry point fails,
+// everything else passes untouched.
+func TestSysinfoFilter(t *testing.T) {
+	arch, err := policy.NativeArch()
+	require.NoError(t, err)
+	abi, err := sysinfoABIFor(runtime.GOARCH)
+	require.NoError(t, err)
+	prog := sysinfoFilter(abi)
+	for _, tc := range []struct {
+		nr   uint32
+		want string
+	}{
+		{abi.nr, "user_notif"},
+		{abi.x32nr, "errno ENOSYS"},
+		{0, "allow"},
+		{abi.nr + 1, "allow"},
+		{abi.nr - 1, "allow"},
+		{abi.compatNr, "allow"}, // the compat number, called natively, is another call
+	} {
+		got, err := policy.Evaluate(prog, arch, tc.nr, [6]uint64{})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "syscall %d", tc.nr)
+	}
+}
+
+// BenchmarkShimStart measures one agent start, /bin/true as the agent,
+// through RunAgent: with the whole view, with /proc left as mounted
+// (no snapshot and no cover), and bare (the same binary in new mount and
+// pid namespaces, no shim).
+func BenchmarkShimStart(b *testing.B) {
+	fx := newViewFixture(b)
+	exe, err := os.Executable()
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name string
+		k    shimKnobs
+	}{
+		{"view", shimKnobs{}},
+		{"view without /proc work", shimKnobs{TestOnlyLiveProc: true, TestOnlyKeepProc: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			kb, err := json.Marshal(bc.k)
+			require.NoError(b, err)
+			env := []string{"PATH=/usr/bin:/bin", agentViewKnobsEnv + "=" + string(kb)}
+			for b.Loop() {
+				code, err := RunAgent(b.Context(), exe, fx.args, env, []string{"/bin/true"}, nil, io.Discard, io.Discard)
+				if err != nil || code != 0 {
+					b.Fatalf("shim: %d %v", code, err)
+				}
+			}
+		})
+	}
+	b.Run("bare namespaces", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command(exe, "-test.run=^$")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID}
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkAgentSysinfo measures one sysinfo(2) call by the agent, answered
+// by the shim from its frozen copy, against the kernel's own answer.
+func BenchmarkAgentSysinfo(b *testing.B) {
+	fx := newViewFixture(b)
+	for _, bc := range []struct {
+		name string
+		k    shimKnobs
+	}{{"frozen by the shim", shimKnobs{}}, {"live", shimKnobs{TestOnlyLiveSysinfo: true}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			const n = 20000
+			r, code, stderr := fx.runProbe(b, fx.args, bc.k, nil, "sysinfo-loop="+strconv.Itoa(n))
+			require.Equal(b, 0, code, stderr)
+			ns, err := strconv.ParseInt(r.Cmd["sysinfo-loop"].Out, 10, 64)
+			require.NoError(b, err)
+			b.ReportMetric(float64(ns)/n, "ns/sysinfo")
+		})
+	}
+}
+
+// TestAgentIPCNamespace: a System V segment the host holds, open to
+// everyone, is out of the agent's reach. The weakened twin runs the same
+// probe as the same user outside RunAgent's IPC namespace, and finds it.
+func TestAgentIPCNamespace(t *testing.T) {
+	fx := newViewFixture(t)
+	key := 0x41574600 + os.Getpid()%256
+	id, err := unix.SysvShmGet(key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	act := "shmget=" + strconv.Itoa(key)
+	r, code, stderr := fx.runProbe(t, fx.args, shimKnobs{}, nil, act)
+	require.Equal(t, 0, code, stderr)
+	assert.NotEmpty(t, r.Connect["shm:"+strconv.Itoa(key)], "the agent found the host's segment")
+
+	cmd := exec.Command(fx.probe, act)
+	cmd.Env = []string{agentViewProbeEnv + "=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var twin probeReport
+	require.NoError(t, json.Unmarshal(out, &twin))
+	assert.Empty(t, twin.Connect["shm:"+strconv.Itoa(key)], "weakened twin: outside the namespace the segment is found")
 }
