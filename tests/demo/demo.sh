@@ -24,7 +24,11 @@ cleanup() {
 trap cleanup EXIT
 
 say "1. An example private repository (a local git clone stands in for GitHub)"
-repo="$work/example-service"
+# The clone is private to root: its parent is 0700. (awf also covers every
+# configured source in the agent's view, whatever its mode.)
+private="$work/private"
+mkdir -m 700 "$private"
+repo="$private/example-service"
 mkdir -p "$repo/src/service" "$repo/tests"
 cd "$repo"
 git init -q -b main
@@ -41,7 +45,7 @@ printf 'def test_api():\n    assert True\n' > tests/test_api.py
 git add -A
 git -c user.email=dev@example.com -c user.name=dev commit -q -m "service skeleton"
 cd - >/dev/null
-echo "created $repo ($(git -C "$repo" rev-list --count HEAD) commits, $(git -C "$repo" ls-files | wc -l) files)"
+echo "created $repo ($(git -C "$repo" rev-list --count HEAD) commits, $(git -C "$repo" ls-files | wc -l) files; $(stat -c '%A %U' "$private") on its parent)"
 
 say "2. The agent user and the configuration"
 if ! id "$demo_user" >/dev/null 2>&1; then
@@ -82,7 +86,15 @@ ask() { # question, schema; the Python script arrives on stdin
   printf '\nQ%d. %s\n    schema:  %s\n    answer:  %s   (after %d ms)\n' "$n" "$1" "$2" "$answer" $(( (t1-t0)/1000000 ))
 }
 echo "agent: my skill file is $AWF_BOUNDED_QUERY_SKILL; repositories: $AWF_BOUNDED_QUERY_REPOS"
-echo "agent: can I read the private root?  $(ls /var/lib/awf/private 2>&1 | head -1 || true)(empty)"
+peek() { # the agent tries to list a directory it must not read
+  if out=$(ls -A "$1" 2>&1); then
+    if [ -z "$out" ]; then echo "agent: cannot read $1: empty"; else echo "agent: I CAN READ $1: $out"; exit 1; fi
+  else
+    echo "agent: cannot read $1: ${out##*: }"
+  fi
+}
+peek /var/lib/awf/private   # every run's seeds, seed map and audit log
+peek "$DEMO_REPO"           # the configured local source
 
 ask "Is there a SECURITY.md at the root? (boolean)" '{"type":"boolean"}' <<'EOF'
 import json, os
@@ -118,7 +130,7 @@ echo "$agent asks: a boolean, an enum, an integer, an object, and one that error
 
 say "4. awf run: preflight, staging, broker, agent, teardown"
 cd /
-"$awf" run --config "$cfg" -- /bin/sh "$agent" 2>&1 | tee "$work/awf.out"
+DEMO_REPO="$repo" "$awf" run --config "$cfg" -- /bin/sh "$agent" 2>&1 | tee "$work/awf.out"
 archive=$(sed -n 's/^awf: audit log kept in //p' "$work/awf.out" | tail -1)
 [ -n "$archive" ] || { echo "demo: awf run kept no audit log" >&2; exit 1; }
 
