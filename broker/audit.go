@@ -34,6 +34,9 @@ const (
 	ReasonHeaderRejected   = "header-rejected"
 	ReasonConnectionLimit  = "connection-limit"
 	ReasonUnhandled        = "unhandled-error"
+	// The agent could not be frozen before, or thawed after, a metered query.
+	ReasonAgentFreezeFailed = "agent-freeze-failed"
+	ReasonAgentThawFailed   = "agent-thaw-failed"
 )
 
 // Pseudo invocation ids for records that belong to no invocation.

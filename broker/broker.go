@@ -39,7 +39,29 @@ type Options struct {
 	Clock     Clock
 	Audit     *Audit
 	Telemetry *TelemetryLog
+	// Freezer stops the agent's whole process tree while a query against a
+	// metered repository runs; nil means there is no agent to freeze (tests,
+	// operator tools). awf run always sets it.
+	Freezer Freezer
+	// FreezeTimeout bounds one Freeze (0 = DefaultFreezeTimeout); ThawTimeout
+	// bounds one Thaw (0 = DefaultThawTimeout).
+	FreezeTimeout, ThawTimeout time.Duration
 }
+
+// Freezer freezes and thaws the agent. Freeze returns nil only once the
+// kernel reports every agent process frozen; Thaw returns once it reports
+// them thawed. Both honour ctx's deadline.
+type Freezer interface {
+	Freeze(ctx context.Context) error
+	Thaw(ctx context.Context) error
+}
+
+// Default freeze and thaw deadlines. A freeze that is not done in time fails
+// the query closed: the sandbox does not run and the agent is thawed.
+const (
+	DefaultFreezeTimeout = 2 * time.Second
+	DefaultThawTimeout   = 5 * time.Second
+)
 
 // Broker runs jobs of one kind, one at a time, and answers canonically.
 type Broker struct {
@@ -67,6 +89,12 @@ func New(o Options) (*Broker, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = NewMonotonicClock()
+	}
+	if o.FreezeTimeout <= 0 {
+		o.FreezeTimeout = DefaultFreezeTimeout
+	}
+	if o.ThawTimeout <= 0 {
+		o.ThawTimeout = DefaultThawTimeout
 	}
 	b := &Broker{o: o, seeds: map[string]Seed{}, lane: make(chan struct{}, 1)}
 	sens := map[string]string{}
@@ -184,10 +212,20 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 	}
 
 	// The clock starts after the debit. Everything until the sandbox and its
-	// workspace are gone is inside the measurement.
+	// workspace are gone is inside the measurement, and so are the agent's
+	// freeze and thaw: the agent is frozen from here until the bucket has
+	// passed, so it sees neither the sandbox nor when the sandbox ended.
 	clock := b.o.Clock
 	start := clock.Now()
-	reason, outcome, detail, result := b.run(ctx, id, seed, task)
+	ag := b.freezeAgent(ctx, seed)
+	defer ag.thaw() // on every path, panics included; a no-op once thawed
+	var outcome, detail string
+	var result []byte
+	if ag.err != nil {
+		reason, detail = ReasonAgentFreezeFailed, ag.err.Error()
+	} else {
+		reason, outcome, detail, result = b.run(ctx, id, seed, task)
+	}
 	elapsed := clock.Now() - start
 	var bucket time.Duration
 	var inTime bool
@@ -199,6 +237,9 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 			reason, detail = ReasonBucketOverflow, fmt.Sprintf("elapsed=%dms", elapsed.Milliseconds())
 		}
 		result = nil
+	}
+	if err := ag.thaw(); err != nil && reason == "" {
+		reason, detail, result = ReasonAgentThawFailed, err.Error(), nil
 	}
 	bits := charge
 	el := elapsed.Milliseconds()
@@ -218,6 +259,50 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 	a.Write(rec)
 	b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", reason)
 	return errorBody, nil
+}
+
+// frozenAgent is the agent's freeze for one request. thaw undoes it once.
+type frozenAgent struct {
+	b      *Broker
+	ctx    context.Context
+	err    error // the freeze failed: the sandbox must not run
+	frozen bool  // Freeze was called and thaw has not run yet
+}
+
+// freezeAgent freezes the agent for a request against a metered repository
+// (any sensitivity but public: an unknown one counts as metered).
+func (b *Broker) freezeAgent(ctx context.Context, seed Seed) *frozenAgent {
+	f := &frozenAgent{b: b, ctx: ctx}
+	if b.o.Freezer == nil {
+		return f
+	}
+	if _, metered, known := proto.SensitivityBudget(seed.Sensitivity); known && !metered {
+		return f
+	}
+	fctx, cancel := context.WithTimeout(ctx, b.o.FreezeTimeout)
+	defer cancel()
+	// Even a failed or timed-out freeze may have stopped part of the tree.
+	f.frozen = true
+	if err := b.o.Freezer.Freeze(fctx); err != nil {
+		f.err = fmt.Errorf("freeze the agent: %w", err)
+	}
+	return f
+}
+
+// thaw thaws the agent if freezeAgent froze it, under its own deadline even
+// when the request's context has ended (shutdown).
+func (f *frozenAgent) thaw() error {
+	if !f.frozen {
+		return nil
+	}
+	f.frozen = false
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.b.o.ThawTimeout)
+	defer cancel()
+	if err := f.b.o.Freezer.Thaw(tctx); err != nil {
+		f.b.o.Audit.Lifecycle("agent-thaw-failed", err.Error())
+		return fmt.Errorf("thaw the agent: %w", err)
+	}
+	return nil
 }
 
 // run executes the job in a fresh sandbox and classifies the outcome. It
