@@ -16,7 +16,8 @@
 // State directory layout: libct/ (libcontainer state), journal/ (one JSON
 // entry per resource), sb/<name>/ (per-sandbox tmpfs holding the script
 // directory bound read-only at /awf and the repo overlay's upper and work
-// directories), roots/ (read-only binds of root filesystems), views/ (one
+// directories and the sandbox's own mount of the root image), roots/ (the
+// ramfs that holds the verified root filesystem images), views/ (one
 // copy of each seed owned by the sandbox user, the repo overlays' lower
 // layer; see view.go) and lock.
 //
@@ -52,6 +53,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 )
 
@@ -92,14 +94,15 @@ type Runtime struct {
 	libct    string // libcontainer state root
 	journal  string // journal directory
 	scratch  string // per-sandbox scratch directories
-	roots    string // read-only binds of root filesystems
+	roots    string // root filesystem image stores (see rootmount.go)
 	viewDir  string // writable-mode copies of seeds (see view.go)
 	cg       cgroupSetup
 	lock     *os.File
 	seq      atomic.Uint64
 	mu       sync.Mutex
-	active   map[string]bool   // journal names of live resources
-	rootBind map[string]string // rootfs dir -> read-only bind
+	active   map[string]bool       // journal names of live resources
+	images   *workspace.RootImages // nil until the first sandbox or Warm; guarded by mu
+	imgEntry string                // journal name of the image store; guarded by mu
 	policies map[*policy.Policy]*configs.Seccomp
 	viewMu   sync.Mutex
 	views    map[viewKey]*repoView // guarded by viewMu
@@ -146,7 +149,6 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		roots:    filepath.Join(state, "roots"),
 		viewDir:  filepath.Join(state, "views"),
 		active:   map[string]bool{},
-		rootBind: map[string]string{},
 		policies: map[*policy.Policy]*configs.Seccomp{},
 		views:    map[viewKey]*repoView{},
 	}
@@ -232,7 +234,7 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close releases the read-only root binds, the repository views and the
+// Close releases the root image store, the repository views and the
 // state lock. Live sandboxes must be destroyed first; anything left is for
 // the next Sweep.
 func (r *Runtime) Close() error {
@@ -241,18 +243,7 @@ func (r *Runtime) Close() error {
 	}
 	var errs []error
 	errs = append(errs, r.closeViews())
-	r.mu.Lock()
-	for src, dst := range r.rootBind {
-		name := "root-" + filepath.Base(dst)
-		if err := unmountAndRemove(dst); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		delete(r.rootBind, src)
-		delete(r.active, name)
-		_ = removeJournal(r.journal, name)
-	}
-	r.mu.Unlock()
+	errs = append(errs, r.closeImages())
 	if r.lock != nil {
 		errs = append(errs, r.lock.Close())
 	}

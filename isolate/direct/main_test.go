@@ -17,6 +17,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/rootfs"
 )
@@ -168,6 +169,9 @@ func assertNoLeftovers(t testing.TB, runID, state string) {
 		require.Empty(t, names(ents), "state dir %s not empty", d)
 	}
 	require.Empty(t, mountsUnder(t, state), "mounts left")
+	loops, err := workspace.LoopDevicesOf(state)
+	require.NoError(t, err)
+	require.Empty(t, loops, "loop devices left")
 	require.Empty(t, leftoverCgroups(t, runID), "cgroups left")
 	require.Empty(t, leftoverProcs(t, runID), "processes left")
 }

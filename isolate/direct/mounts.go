@@ -9,22 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bindReadOnly makes dst a read-only, nosuid, nodev bind of src.
-func bindReadOnly(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return fmt.Errorf("bind %s: %w", dst, err)
-	}
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
-	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	if err := unix.Mount("", dst, "", flags, ""); err != nil {
-		_ = unix.Unmount(dst, unix.MNT_DETACH)
-		return fmt.Errorf("remount %s read-only: %w", dst, err)
-	}
-	return nil
-}
-
 // mountTmpfs mounts a size-capped private tmpfs on dir.
 func mountTmpfs(dir string, size int64) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {

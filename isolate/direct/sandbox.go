@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Deadlines for steps that have no context of their own.
@@ -31,14 +32,16 @@ var errStartAbandoned = errors.New("start abandoned")
 
 // scratchDirs are one sandbox's host directories, all on its scratch tmpfs.
 type scratchDirs struct {
-	root  string // tmpfs mount point
-	awf   string // bound read-only at /awf; holds the script
-	upper string // overlay upper layer
-	work  string // overlay work dir
+	root   string // tmpfs mount point
+	awf    string // bound read-only at /awf; holds the script
+	upper  string // overlay upper layer
+	work   string // overlay work dir
+	rootfs string // the sandbox's own mount of the root image: the container root
 }
 
 func newScratch(root string) scratchDirs {
-	return scratchDirs{root: root, awf: filepath.Join(root, "awf"), upper: filepath.Join(root, "upper"), work: filepath.Join(root, "work")}
+	return scratchDirs{root: root, awf: filepath.Join(root, "awf"), upper: filepath.Join(root, "upper"),
+		work: filepath.Join(root, "work"), rootfs: filepath.Join(root, rootMountName)}
 }
 
 // sandbox is one prepared, single-use direct sandbox.
@@ -48,8 +51,8 @@ type sandbox struct {
 	id     string
 	ent    entry
 	sc     scratchDirs
-	root   string    // read-only bind of the root filesystem
-	view   *repoView // lower layer of the repo overlay; nil without a repo
+	image  *workspace.RootImage // mounted afresh at sc.rootfs
+	view   *repoView            // lower layer of the repo overlay; nil without a repo
 	argv   []string
 	ctr    *libcontainer.Container
 	proc   *libcontainer.Process
@@ -82,7 +85,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("direct: prepare: %w", err)
 	}
-	root, err := r.rootBindFor(t.RootFS)
+	image, err := r.rootImage(ctx, t.RootFS)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +97,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	}
 	id := fmt.Sprintf("awf-%s-%d", r.runID, r.seq.Add(1))
 	sb := &sandbox{
-		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), root: root, view: view, argv: argv, qfd: -1,
+		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
 		done: make(chan struct{}),
 	}
@@ -170,32 +173,6 @@ func (r *Runtime) untrack(name string) error {
 	return removeJournal(r.journal, name)
 }
 
-// rootBindFor returns a read-only bind of the root filesystem, made once per
-// runtime, so that nothing can ever write into the shared tree.
-func (r *Runtime) rootBindFor(rootfs string) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if dst, ok := r.rootBind[rootfs]; ok {
-		return dst, nil
-	}
-	fi, err := os.Lstat(rootfs)
-	if err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("direct: rootfs %s is not a directory", rootfs)
-	}
-	base := fmt.Sprintf("%s-%d", r.runID, len(r.rootBind)+1)
-	dst := filepath.Join(r.roots, base)
-	e := entry{Kind: entryRoot, Name: "root-" + base, RunID: r.runID, Mount: dst, Created: time.Now().UTC()}
-	if err := writeJournal(r.journal, e); err != nil {
-		return "", fmt.Errorf("direct: %w", err)
-	}
-	r.active[e.Name] = true
-	if err := bindReadOnly(rootfs, dst); err != nil {
-		return "", fmt.Errorf("direct: %w", err)
-	}
-	r.rootBind[rootfs] = dst
-	return dst, nil
-}
-
 // start makes the scratch tmpfs, creates the container and starts init.
 func (sb *sandbox) start(ctx context.Context) error {
 	l := sb.t.Limits
@@ -217,11 +194,15 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err := os.Chmod(sb.sc.root, 0o700); err != nil {
 		return fmt.Errorf("scratch: %w", err)
 	}
+	// A root mount of its own: its own superblock, so its own page cache.
+	if err := sb.image.Mount(ctx, sb.sc.rootfs); err != nil {
+		return err
+	}
 	lower := ""
 	if sb.view != nil {
 		lower = sb.view.dir
 	}
-	cfg, err := sb.r.containerConfig(sb.id, sb.root, lower, sb.t, sb.sc)
+	cfg, err := sb.r.containerConfig(sb.id, sb.sc.rootfs, lower, sb.t, sb.sc)
 	if err != nil {
 		return err
 	}
@@ -507,7 +488,7 @@ func (sb *sandbox) Destroy(ctx context.Context) error {
 }
 
 // teardown kills init, destroys the container and removes the cgroup leaf,
-// the scratch tmpfs and the journal entry.
+// the root mount, the scratch tmpfs and the journal entry.
 func (sb *sandbox) teardown(ctx context.Context) error {
 	var errs []error
 	if sb.qfd >= 0 {
@@ -538,6 +519,11 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(filepath.Join(sb.r.libct, sb.id)); err != nil {
+		errs = append(errs, err)
+	}
+	// The root mount first, without detaching while it can: it must be
+	// gone before the next sandbox starts.
+	if err := workspace.UnmountRoot(sb.sc.rootfs); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmountAndRemove(sb.sc.root); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Sweep implements isolate.Runtime: it reclaims every journalled resource
@@ -117,6 +119,7 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 			if !within(e.Scratch, r.scratch) {
 				return fmt.Errorf("journalled scratch %s is outside %s", e.Scratch, r.scratch)
 			}
+			errs = append(errs, workspace.UnmountRoot(filepath.Join(e.Scratch, rootMountName)))
 			errs = append(errs, unmountAndRemove(e.Scratch))
 		}
 	default:

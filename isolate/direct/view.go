@@ -82,9 +82,14 @@ func seedKey(seed string) (viewKey, error) {
 // The direct runtime does per-seed work that a broker can do at start-up.
 var _ isolate.Warmer = (*Runtime)(nil)
 
-// Warm implements isolate.Warmer: it makes t.Repo's view ahead of the first
-// Prepare. A template without a repository needs nothing.
+// Warm implements isolate.Warmer: it builds t.RootFS's image and makes
+// t.Repo's view ahead of the first Prepare.
 func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
+	if t.RootFS != "" {
+		if _, err := r.rootImage(ctx, t.RootFS); err != nil {
+			return err
+		}
+	}
 	if t.Repo == "" {
 		return nil
 	}

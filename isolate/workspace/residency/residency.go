@@ -1,0 +1,104 @@
+// Package residency is the page-cache channel probe shared by the backends'
+// tests: a sender script that loads chosen pages of rarely read stdlib
+// files into the page cache it reads through, and a receiver script that
+// tests, file by file, whether that page is resident (with mincore where
+// the seccomp policy still allows it, and by timing the first read
+// everywhere). Run in two invocations, the receiver must decode the
+// sender's secret at chance; run as one invocation (Both), it must decode
+// it, which proves the receiver works on this host.
+//
+// It runs nothing itself and is imported only by tests.
+package residency
+
+import (
+	"crypto/rand"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"math/bits"
+	"strconv"
+)
+
+//go:embed residency.py
+var body string
+
+// Mode says which half of the probe a script runs.
+type Mode string
+
+// The modes.
+const (
+	Send Mode = "send"
+	Recv Mode = "recv"
+	Both Mode = "both" // send, then receive in the same invocation: the positive control
+)
+
+// Bits is the number of bits one sender carries.
+const Bits = 64
+
+// ChanceMax is the most bits a receiver may decode correctly and still be
+// at chance: the number correct of 64 fair guesses exceeds 44 with
+// probability below 0.001.
+const ChanceMax = 44
+
+// ControlMin is the fewest bits the positive control must decode: a
+// receiver that cannot tell a page it just loaded from a cold one proves
+// nothing about separation.
+const ControlMin = 56
+
+// Script returns the probe script for mode, carrying secret.
+func Script(mode Mode, secret uint64) []byte {
+	return []byte(fmt.Sprintf("MODE = %q\nSECRET = %d\n", mode, secret) + body)
+}
+
+// Secret returns a random 64-bit secret with exactly 32 bits set, so that
+// the receiver's split at the median time matches its weight.
+func Secret() (uint64, error) {
+	var s uint64
+	for bits.OnesCount64(s) < Bits/2 {
+		n, err := rand.Int(rand.Reader, big.NewInt(Bits))
+		if err != nil {
+			return 0, fmt.Errorf("residency: secret: %w", err)
+		}
+		s |= 1 << n.Uint64()
+	}
+	return s, nil
+}
+
+// Result is what a receiver decoded.
+type Result struct {
+	Timing  uint64   // bits decoded by timing
+	Mincore *uint64  // bits decoded by mincore; nil when the sandbox refused it
+	Ns      []uint64 // time of each first read, in nanoseconds
+}
+
+// Parse decodes a receiver's /query/out.
+func Parse(out []byte) (Result, error) {
+	var raw struct {
+		Timing  string   `json:"timing"`
+		Mincore *string  `json:"mincore"`
+		Ns      []uint64 `json:"ns"`
+	}
+	var r Result
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return r, fmt.Errorf("residency: receiver output %q: %w", out, err)
+	}
+	t, err := strconv.ParseUint(raw.Timing, 16, 64)
+	if err != nil {
+		return r, fmt.Errorf("residency: receiver timing %q: %w", raw.Timing, err)
+	}
+	r.Timing, r.Ns = t, raw.Ns
+	if raw.Mincore != nil {
+		m, err := strconv.ParseUint(*raw.Mincore, 16, 64)
+		if err != nil {
+			return r, fmt.Errorf("residency: receiver mincore %q: %w", *raw.Mincore, err)
+		}
+		r.Mincore = &m
+	}
+	return r, nil
+}
+
+// Correct is how many of the 64 bits got agrees with want.
+func Correct(got, want uint64) int {
+	return Bits - bits.OnesCount64(got^want)
+}
