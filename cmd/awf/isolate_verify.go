@@ -32,6 +32,9 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
                          [--rootfs DIR [--digest D]] [--policy FILE] [--private-root DIR]
                          [--state-dir DIR] [--cgroup-parent NAME] [--runsc PATH]
                          [--docker-socket PATH] [--probe ID|PREFIX/]... [--progress]
+       awf isolate verify --agent [--agent-network host|none]... [--agent-user NAME]
+                         [--json] [--rootfs DIR [--digest D]] [--policy FILE]
+                         [--cgroup-parent NAME] [--progress]
 
 Checks this host (kernel, cgroup mode, overlayfs, seccomp, openat2, user
 namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
@@ -45,6 +48,13 @@ component is absent is BLOCKED. BLOCKED fails the run for a runtime named by
 not required (sbx is always BLOCKED). Without --rootfs a root filesystem is
 built for the run. Exits 0 only when nothing FAILs and no required runtime is
 BLOCKED, 1 otherwise, 2 on usage errors.
+
+With --agent it checks the agent's view instead: it starts the real agent
+shim as awf run would, over a throwaway run with something private in every
+place the agent must not see, and runs a battery of probes inside it as an
+unprivileged agent user (--agent-user, default: a throwaway system user),
+once per agent.network mode (default: host and none), while a direct
+sandbox starts 1,000 threads. Exits 0 only when no probe FAILs.
 `
 
 // listFlag is a repeatable flag that also accepts comma-separated values.
@@ -103,6 +113,9 @@ func spreadValues(args []string, names ...string) []string {
 
 // cmdIsolateVerify implements "awf isolate verify".
 func cmdIsolateVerify(ctx context.Context, e env) int {
+	if len(e.args) > 0 && e.args[0] == "--agent-probes" {
+		return agentProbes(e)
+	}
 	fs := flag.NewFlagSet("awf isolate verify", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { fmt.Fprint(e.stderr, isolateVerifyUsage) }
@@ -120,7 +133,11 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
 	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
 	progress := fs.Bool("progress", false, "print each result to standard error as it is known")
-	if err := fs.Parse(spreadValues(e.args, "runtime", "require")); err != nil {
+	agent := fs.Bool("agent", false, "check the agent's view instead of the sandboxes")
+	var agentNets listFlag
+	fs.Var(&agentNets, "agent-network", "with --agent: agent.network mode to check, host or none (repeatable; default both)")
+	agentUser := fs.String("agent-user", "", "with --agent: the agent user (default: a throwaway system user)")
+	if err := fs.Parse(spreadValues(e.args, "runtime", "require", "agent-network")); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 {
@@ -163,6 +180,9 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		if err != nil {
 			return fail("root filesystem: %v", err)
 		}
+	}
+	if *agent {
+		return runAgentVerify(ctx, e, agentVerify{networks: agentNets, user: *agentUser, cgroupParent: *cgroupParent, asJSON: *asJSON, progress: *progress}, root, pol)
 	}
 	opts := verify.Options{
 		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,

@@ -1,0 +1,68 @@
+package agentcheck
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/rootfs"
+)
+
+func init() {
+	// Keep the main goroutine on the main thread: the load sandbox's
+	// libcontainer joins namespaces on locked threads.
+	runtime.LockOSThread()
+	// libcontainer re-executes this test binary as the container init.
+	direct.InitIfRequested()
+}
+
+// Shared fixtures, set up once in TestMain.
+var (
+	testAwf    string // the awf binary: the shim and the probe mode
+	testRootFS string // the load sandbox's root filesystem
+	testUser   string // an agent user made for the tests
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(setup(m))
+}
+
+func setup(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "agentcheck: FAIL: these tests must run as root (they start the agent shim, a sandbox and a user)")
+		return 1
+	}
+	work, err := os.MkdirTemp("", "awf-agentcheck-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentcheck:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	testAwf = filepath.Join(work, "awf")
+	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", testAwf, "github.com/awf-project/awf/cmd/awf")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentcheck: build awf: %v\n%s", err, out)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	testRootFS = filepath.Join(work, "rootfs")
+	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS}); err != nil {
+		fmt.Fprintln(os.Stderr, "agentcheck: rootfs:", err)
+		return 1
+	}
+	testUser = fmt.Sprintf("awf-ac-%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", testUser).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentcheck: useradd: %v\n%s", err, out)
+		return 1
+	}
+	defer exec.Command("userdel", testUser).Run()
+	return m.Run()
+}
