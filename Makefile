@@ -35,6 +35,7 @@ test: build
 # the private dockerd that the test target starts.
 verify-all:
 	$(BIN)/awf isolate verify --runtime all --require direct gvisor docker --docker-socket $(AWF_TEST_DOCKER_SOCKET)
+	$(BIN)/awf isolate verify --agent
 
 # The sandbox on a pure cgroup v2 kernel, inside a throwaway VM (slow; correctness only).
 test-cgroup2: build
