@@ -62,9 +62,9 @@ type Run struct {
 // preflight computed and checked it.
 func (r *Run) AgentHide() []string { return slices.Clone(r.agentHide) }
 
-// Prepare runs every preflight check, then stages the repositories and
-// writes the broker spec, the skill and the agent CLI. On failure it leaves
-// nothing behind.
+// Prepare runs every preflight check, then stages the repositories, writes
+// the broker spec, the skill and the agent CLI, and creates the agent's
+// cgroup. On failure it leaves nothing behind.
 func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	bq := o.Config.BoundedQueries
 	pf := func(format string, args ...any) error {
@@ -156,6 +156,9 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations,
 		SocketUID: agent.UID, SocketGID: agent.GID,
 	}
+	if spec.AgentCgroup, err = PlanAgentCgroup(l.RunID, spec.CgroupParent); err != nil {
+		return r, pf("%v", err)
+	}
 	if err := probeRuntime(ctx, spec); err != nil {
 		return r, pf("%v", err)
 	}
@@ -194,6 +197,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	r.Seeds = seeds
 	if err := r.writeIngress(o.CLIBinary, bq); err != nil {
+		return r, err
+	}
+	// Last: the agent's cgroup (removed again on its own failure; Teardown
+	// removes it otherwise).
+	if err := CreateAgentCgroup(ctx, spec.AgentCgroup); err != nil {
 		return r, err
 	}
 	return r, nil

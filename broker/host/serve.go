@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -31,6 +32,7 @@ func (s Spec) HostConfig() isolate.HostConfig {
 		CgroupParent: s.CgroupParent,
 		RunscPath:    s.RunscPath,
 		DockerSocket: s.DockerSocket,
+		SandboxCPUs:  s.AgentCgroup.CPUs.Sandbox,
 	}
 }
 
@@ -56,6 +58,21 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		return e
 	}
 
+	// The agent must be freezable and kept off the sandboxes' CPUs before
+	// the first request; the broker itself runs on the sandbox side.
+	freezer := s.AgentCgroup.Freezer()
+	if s.AgentCgroup.FreezerDir == "" {
+		return fail("agent-cgroup-missing", errors.New("broker spec names no agent cgroup: metered queries could not freeze the agent"))
+	}
+	if err := freezer.Check(); err != nil {
+		return fail("agent-cgroup-missing", err)
+	}
+	if s.AgentCgroup.CPUs.Sandbox == "" && runtime.NumCPU() > 1 {
+		return fail("cpu-split-missing", fmt.Errorf("broker spec has no CPU split on a %d-CPU host", runtime.NumCPU()))
+	}
+	if err := PinProcess(s.AgentCgroup.CPUs.Sandbox); err != nil {
+		return fail("cpu-pin-failed", err)
+	}
 	if _, err := rootfs.Verify(ctx, s.RootFS, s.RootFSDigest); err != nil {
 		return fail("rootfs-mismatch", err)
 	}
@@ -122,6 +139,7 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		Timeout:        limits.Wall,
 		Audit:          audit,
 		Telemetry:      tel,
+		Freezer:        freezer,
 	})
 	if err != nil {
 		return fail("broker-invalid", err)

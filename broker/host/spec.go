@@ -22,6 +22,10 @@ type Spec struct {
 	MaxInvocations int
 	SocketUID      int
 	SocketGID      int
+	// AgentCgroup is the agent's cgroup, which the broker freezes during
+	// metered queries, and the run's CPU split (the broker and the sandboxes
+	// take CPUs.Sandbox).
+	AgentCgroup AgentCgroup
 }
 
 // WriteSpec writes s to its layout's spec path, exclusively.

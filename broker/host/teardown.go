@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Teardown stops the broker, sweeps the runtime from outside, keeps a copy
-// of the audit directory for the operator, and removes the seeds, the
-// private root and the ingress directory. It runs with its own deadline even
-// when ctx is already done.
+// Teardown stops the broker, sweeps the runtime from outside, removes the
+// agent's cgroups, keeps a copy of the audit directory for the operator, and
+// removes the seeds, the private root and the ingress directory. It runs
+// with its own deadline even when ctx is already done.
 func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -35,6 +35,11 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 		if err := sweepWith(tctx, r.Spec); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Before removeFiles: the run lock, released there, marks the agent's
+	// cgroups as alive for the orphan sweep of a concurrent run.
+	if err := RemoveAgentCgroup(tctx, r.Spec.AgentCgroup); err != nil {
+		errs = append(errs, err)
 	}
 	if err := archiveAudit(r.Layout); err != nil {
 		errs = append(errs, err)
@@ -97,8 +102,9 @@ const orphanMinAge = 10 * time.Minute
 
 // SweepOrphans removes what crashed runs left: every private root under
 // privateBase whose run lock can be taken is swept with its runtime,
-// released, archived and removed, with its ingress directory. It returns how
-// many it reclaimed.
+// released, archived and removed, with its ingress directory; then every
+// agent cgroup whose run is not alive is thawed and removed (its name is
+// the run id). It returns how many private roots it reclaimed.
 func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive string) (int, error) {
 	ents, err := os.ReadDir(privateBase)
 	if errors.Is(err, os.ErrNotExist) {
@@ -128,6 +134,9 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 		r := &Run{Layout: l, lock: lock}
 		if s, err := ReadSpec(l.SpecPath); err == nil {
 			r.Spec = s
+			if err := RemoveAgentCgroup(ctx, s.AgentCgroup); err != nil {
+				errs = append(errs, err)
+			}
 			if err := sweepWith(ctx, s); err != nil {
 				errs = append(errs, err)
 				if lock != nil {
@@ -142,6 +151,9 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 			continue
 		}
 		n++
+	}
+	if err := sweepAgentCgroups(ctx, privateBase); err != nil {
+		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
 }

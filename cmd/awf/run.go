@@ -104,7 +104,8 @@ func cmdRun(ctx context.Context, e env) int {
 		r.Spec.Runtime, len(r.Seeds), argv[0], r.Agent.UID)
 	shim := host.ShimArgs{UID: r.Agent.UID, GID: r.Agent.GID, PrivateBase: r.Layout.PrivateBase,
 		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot,
-		Hide: r.AgentHide(), Network: shimNetwork(r.Network)}
+		Hide: r.AgentHide(), Network: shimNetwork(r.Network), Cgroups: r.Spec.AgentCgroup.Dirs()}
+	host.ThawIfBrokerDies(b, r.Spec.AgentCgroup)
 	code, err := host.RunAgent(ctx, exe, shim, host.AgentEnv(os.Environ(), r), argv, e.stdin, e.stdout, e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
