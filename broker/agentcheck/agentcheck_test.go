@@ -3,7 +3,9 @@ package agentcheck
 import (
 	"context"
 	"net"
+	"os"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,7 +72,12 @@ func dump(t *testing.T, rep *Report) string {
 // network modes (the network probe is N/A with host), as a throwaway agent
 // user that is gone afterwards.
 func TestBatteryPasses(t *testing.T) {
-	rep, err := Run(context.Background(), Options{Exe: testAwf, RootFS: testRootFS})
+	// Short: the broker socket's path must fit a sockaddr_un.
+	work, err := os.MkdirTemp("", "ac")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(work) })
+	require.NoError(t, os.Chmod(work, 0o755))
+	rep, err := Run(context.Background(), Options{Exe: testAwf, RootFS: testRootFS, WorkDir: work})
 	require.NoError(t, err)
 	require.Len(t, rep.Views, 2)
 	for _, v := range rep.Views {
@@ -82,6 +89,15 @@ func TestBatteryPasses(t *testing.T) {
 	assert.True(t, rep.OK, dump(t, rep))
 	_, err = user.Lookup(rep.Host.AgentUser)
 	assert.Error(t, err, "the throwaway agent user %s must be removed", rep.Host.AgentUser)
+	// Nothing of the fixtures is left: no work directory, no cgroup leaf.
+	left, err := os.ReadDir(work)
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	for _, v := range rep.Views {
+		leaf := filepath.Dir(strings.Fields(result(v, IDCgroupFile).Evidence)[0])
+		assert.True(t, strings.HasPrefix(leaf, "/sys/fs/cgroup/"), leaf)
+		assert.NoDirExists(t, leaf)
+	}
 }
 
 // TestWeakenedTwins removes one control at a time and requires exactly the
