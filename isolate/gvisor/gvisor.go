@@ -48,6 +48,9 @@ type Runtime struct {
 	platform string          // chosen by a successful Probe
 	unimpl   map[string]bool // system calls the Sentry does not implement
 	dev      map[string]bool // seccomp deviations met so far
+
+	// images is the rootfs image store, nil until the first Prepare or Warm.
+	images *workspace.RootImages
 }
 
 // New returns the gvisor runtime. It checks the configuration only; Probe
@@ -142,12 +145,10 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close releases nothing: every sandbox owns its resources.
-func (r *Runtime) Close() error { return nil }
-
 // Prepare builds a sandbox from t: the host workspace (with the private
-// repository copy) and the cgroup. The container itself is created by Exec,
-// once the invocation id that labels it is known.
+// repository copy and the sandbox's own mount of the rootfs image) and the
+// cgroup. The container itself is created by Exec, once the invocation id
+// that labels it is known.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
 	if err := r.Usable(); err != nil {
 		return nil, err
@@ -177,7 +178,11 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 		}
 		r.noteDeviations(dev)
 	}
-	return r.prepare(ctx, t, sc, nil)
+	im, err := r.rootImage(ctx, t.RootFS)
+	if err != nil {
+		return nil, err
+	}
+	return r.prepare(ctx, t, sc, mountRoot(ctx, im))
 }
 
 // checkRootFS refuses a root that lacks a mount point: runsc would otherwise

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/rootfs"
 )
@@ -85,9 +86,14 @@ func newTestRuntime(t testing.TB) *Runtime {
 	return r
 }
 
-// requireNoLeftovers checks that no workspace, mount or cgroup of r remains.
+// requireNoLeftovers closes r, which removes its rootfs image store, and
+// checks that no workspace, mount, loop device or cgroup of r remains.
 func requireNoLeftovers(t testing.TB, r *Runtime) {
 	t.Helper()
+	require.NoError(t, r.Close())
+	loops, err := workspace.LoopDevicesOf(r.dir)
+	require.NoError(t, err)
+	require.Empty(t, loops, "loop devices left")
 	names, err := os.ReadDir(r.dir)
 	if err == nil {
 		require.Empty(t, names, "workspaces left in %s", r.dir)
