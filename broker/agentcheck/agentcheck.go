@@ -154,7 +154,12 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 	if err != nil {
 		return vr, err
 	}
-	defer fx.close()
+	defer func() {
+		if cerr := fx.close(); cerr != nil && err == nil {
+			vr.Results = append(vr.Results, cleanupFail("removing the fixture failed: %v", cerr))
+			vr.finish(time.Since(t0))
+		}
+	}()
 	// The load sandbox's runtime keeps its state in the run's private root,
 	// as the broker's does.
 	h := isolate.HostConfig{RunID: "verify-agent-" + randHex(8), StateDir: fx.layout.StateDir, CgroupParent: o.CgroupParent}
@@ -162,7 +167,12 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 	if err != nil {
 		return vr, fmt.Errorf("agentcheck: open the direct runtime: %w", err)
 	}
-	defer rt.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			_ = rt.Close()
+		}
+	}()
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	err = rt.Probe(pctx)
 	pcancel()
@@ -170,7 +180,27 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 		return vr, fmt.Errorf("agentcheck: the direct runtime cannot run here: %w", err)
 	}
 
+	// The agent's own cgroups, made as awf run makes them, which the shim
+	// joins before anything else.
+	ac, err := host.PlanAgentCgroup(fx.layout.RunID, o.CgroupParent)
+	if err != nil {
+		return vr, fmt.Errorf("agentcheck: %w", err)
+	}
+	if err := host.CreateAgentCgroup(ctx, ac); err != nil {
+		return vr, fmt.Errorf("agentcheck: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := host.RemoveAgentCgroup(rctx, ac); rerr != nil && err == nil {
+			vr.Results = append(vr.Results, cleanupFail("removing the agent's cgroups failed: %v", rerr))
+			vr.finish(time.Since(t0))
+		}
+	}()
+	fx.cgroupNames = append(fx.cgroupNames, o.CgroupParent+"-agent", fx.layout.RunID)
+
 	shim := shimArgs(fx, a, network, o.RootFS)
+	shim.Cgroups = ac.Dirs()
 	if o.TestOnlyShim != nil {
 		o.TestOnlyShim(&shim)
 	}
@@ -200,8 +230,9 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 		}
 	}
 	vr.Results = results
+	closed = true
 	if err := rt.Close(); err != nil {
-		vr.Results = append(vr.Results, verify.Result{ID: "agent/cleanup", Group: "agent", Status: verify.Fail, Evidence: fmt.Sprintf("closing the load sandbox's runtime failed: %v", err)})
+		vr.Results = append(vr.Results, cleanupFail("closing the load sandbox's runtime failed: %v", err))
 	}
 	vr.finish(time.Since(t0))
 	return vr, nil
@@ -353,6 +384,11 @@ func runUnshimmed(ctx context.Context, a host.ShimArgs, env, argv []string, stdi
 		return 1, fmt.Errorf("agentcheck: %w", err)
 	}
 	return 0, nil
+}
+
+// cleanupFail is the result of a cleanup that failed.
+func cleanupFail(format string, a ...any) verify.Result {
+	return verify.Result{ID: IDCleanup, Group: "agent", Status: verify.Fail, Evidence: fmt.Sprintf(format, a...)}
 }
 
 // failAll is a FAIL of every probe, for a battery that could not run.

@@ -27,6 +27,9 @@ const (
 	IDSysCgroup    = "agent/sys-cgroup"
 	IDCounters     = "agent/counters"
 	IDNetwork      = "agent/network"
+	// IDCleanup is not a probe: it reports a fixture, runtime or cgroup
+	// that could not be removed after the battery.
+	IDCleanup = "agent/cleanup"
 )
 
 // catalogue is the battery in report order.

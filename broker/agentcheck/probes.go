@@ -309,8 +309,9 @@ const maxMaskWalk = 5000
 // maxCgroupWalk bounds the /sys/fs/cgroup walk.
 const maxCgroupWalk = 20000
 
-// probeSysCgroup passes when no directory below /sys/fs/cgroup carries one
-// of awf's names.
+// probeSysCgroup passes when no directory below /sys/fs/cgroup, and no
+// component of the agent's own cgroup path in /proc/self/cgroup, carries
+// one of awf's names.
 func probeSysCgroup(names []string) (verify.Status, string) {
 	const root = "/sys/fs/cgroup"
 	var hits []string
@@ -337,6 +338,21 @@ func probeSysCgroup(names []string) (verify.Status, string) {
 	})
 	if err != nil {
 		return verify.Fail, fmt.Sprintf("walk %s: %v", root, err)
+	}
+	// The agent's own cgroup path, which a cgroup namespace shows as "/".
+	if b, err := readSome("/proc/self/cgroup", 64<<10); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(l, ":", 3) // id:controllers:path
+			if len(parts) != 3 {
+				continue
+			}
+			for _, c := range strings.Split(parts[2], "/") {
+				if slices.Contains(names, c) {
+					hits = append(hits, "/proc/self/cgroup "+l)
+					break
+				}
+			}
+		}
 	}
 	if len(hits) > 0 {
 		return verify.Fail, fmt.Sprintf("awf's cgroups are visible: %s", strings.Join(firstN(hits, 4), ", "))
