@@ -93,6 +93,11 @@ type containerSpec struct {
 	tmp     string // host tmpfs bound at /tmp
 	labels  map[string]string
 	cpus    string // HostConfig.SandboxCPUs; "" = not pinned
+
+	// root is the sandbox's own mount of the rootfs ("" = none), and
+	// rootDirs its top-level directories to bind over the image's.
+	root     string
+	rootDirs []string
 }
 
 // buildCreate renders the container: the same controls as
@@ -117,12 +122,15 @@ func buildCreate(c containerSpec) createBody {
 	if !c.weak.NilCapsConfig {
 		capDrop = []string{"ALL"}
 	}
-	mounts := []mount{
+	// The files of the root come from the sandbox's own mount, never from
+	// the image layer that every container shares (see rootmount.go).
+	mounts := rootBinds(c.root, c.rootDirs)
+	mounts = append(mounts,
 		// A host tmpfs (noexec, nosuid, nodev, sticky 1777): the Engine's own
 		// tmpfs would copy the image's /tmp mode (0755) onto it.
-		{Type: "bind", Source: c.tmp, Target: "/tmp", BindOptions: &bindOptions{Propagation: "rprivate"}},
-		{Type: "bind", Source: c.ws.QueryDir(), Target: isolate.QueryDir, BindOptions: &bindOptions{Propagation: "rprivate"}},
-	}
+		mount{Type: "bind", Source: c.tmp, Target: "/tmp", BindOptions: &bindOptions{Propagation: "rprivate"}},
+		mount{Type: "bind", Source: c.ws.QueryDir(), Target: isolate.QueryDir, BindOptions: &bindOptions{Propagation: "rprivate"}},
+	)
 	if rd := c.ws.RepoDir(); rd != "" {
 		mounts = append(mounts, mount{Type: "bind", Source: rd, Target: isolate.RepoDir, BindOptions: &bindOptions{Propagation: "rprivate"}})
 	}

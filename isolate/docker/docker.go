@@ -49,6 +49,10 @@ type Runtime struct {
 	broken error             // set once a sandbox could not be reclaimed
 	probed bool              // a Probe succeeded
 	images map[string]string // rootfs dir -> verified image id
+
+	// roots is the erofs image store of the rootfs, nil until the first
+	// Prepare or Warm; guarded by mu (see rootmount.go).
+	roots *workspace.RootImages
 }
 
 // New returns the docker runtime. It checks the configuration only; Probe
@@ -115,15 +119,16 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close releases idle connections to the Engine.
+// Close removes the rootfs image store and releases idle connections to
+// the Engine. Sandboxes must be destroyed first.
 func (r *Runtime) Close() error {
 	r.eng.hc.CloseIdleConnections()
-	return nil
+	return r.closeRoots()
 }
 
 // Prepare verifies (and if needed imports) the rootfs image and builds the
-// host workspace. The container is created by Exec, once the invocation id
-// that labels it is known.
+// host workspace, with the sandbox's own mount of the rootfs. The container
+// is created by Exec, once the invocation id that labels it is known.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
 	if err := r.Usable(); err != nil {
 		return nil, err
@@ -152,7 +157,11 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err != nil {
 		return nil, fmt.Errorf("docker: rootfs image: %w", err)
 	}
-	return r.prepare(ctx, t, image, seccomp)
+	root, err := r.rootImage(ctx, t.RootFS)
+	if err != nil {
+		return nil, err
+	}
+	return r.prepare(ctx, t, image, seccomp, root)
 }
 
 // image returns the verified image of a rootfs directory, once per runtime.
@@ -201,8 +210,9 @@ func checkRootFS(root string) error {
 	return nil
 }
 
-// prepare creates the workspace of a sandbox that will run image.
-func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string) (isolate.Sandbox, error) {
+// prepare creates the workspace of a sandbox that will run image, with
+// root mounted in it when not nil (the probe runs without one).
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string, root *workspace.RootImage) (isolate.Sandbox, error) {
 	runID := t.RunID
 	if runID == "" {
 		runID = r.runID
@@ -229,5 +239,14 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccom
 		r.setLive(name, false)
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	return &sandbox{r: r, t: t, runID: runID, name: name, image: image, seccomp: seccomp, ws: ws}, nil
+	sb := &sandbox{r: r, t: t, runID: runID, name: name, image: image, seccomp: seccomp, ws: ws}
+	if root != nil {
+		if err := sb.mountRoot(ctx, root); err != nil {
+			if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+				err = errors.Join(err, derr)
+			}
+			return nil, fmt.Errorf("docker: %w", err)
+		}
+	}
+	return sb, nil
 }

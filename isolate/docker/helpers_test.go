@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/rootfs"
 )
@@ -82,9 +83,14 @@ func newTestRuntime(t testing.TB) *Runtime {
 	return r
 }
 
-// requireNoLeftovers checks that no container, workspace or mount of r remains.
+// requireNoLeftovers closes r, which removes its rootfs image store, and
+// checks that no container, workspace, mount or loop device of r remains.
 func requireNoLeftovers(t testing.TB, r *Runtime) {
 	t.Helper()
+	require.NoError(t, r.Close())
+	loops, err := workspace.LoopDevicesOf(r.dir)
+	require.NoError(t, err)
+	require.Empty(t, loops, "loop devices left")
 	ents, err := os.ReadDir(r.dir)
 	if err == nil {
 		require.Empty(t, ents, "workspaces left in %s", r.dir)

@@ -149,7 +149,7 @@ func (r *Runtime) trial(ctx context.Context) error {
 	l.Wall = probeWall
 	l.MemoryBytes = 64 << 20
 	l.Pids = 16
-	sb, err := r.prepare(ctx, isolate.Template{RunID: r.runID, Limits: l}, image, "seccomp="+string(prof))
+	sb, err := r.prepare(ctx, isolate.Template{RunID: r.runID, Limits: l}, image, "seccomp="+string(prof), nil)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ type sandbox struct {
 	seccomp string
 	ws      *workspace.Workspace
 
+	// root is the sandbox's own mount of the rootfs ("" for the probe), and
+	// rootDirs its top-level directories bound over the image's.
+	root     string
+	rootDirs []string
+
 	mu         sync.Mutex
 	used       bool
 	id         string // container id once created
@@ -121,6 +126,7 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 	}
 	body := buildCreate(containerSpec{
 		image: s.image, argv: argv, limits: s.t.Limits, weak: s.t.Weaken, seccomp: s.seccomp, ws: s.ws, tmp: tmp, cpus: s.r.cpus,
+		root: s.root, rootDirs: s.rootDirs,
 		labels: map[string]string{
 			labelRun: s.runID, labelInvocation: invID, labelSandbox: s.ws.Journal.SandboxID,
 			labelState: s.r.stateTag, labelBackend: Name,

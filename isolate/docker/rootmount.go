@@ -1,0 +1,140 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
+	"github.com/awf-project/awf/rootfs"
+)
+
+// A container's root is the imported image, whose layer every container
+// shares: one superblock, one page cache. So the image only provides the
+// mount points, /etc's directory and the top-level symlinks (/lib, /lib64),
+// and every file of the rootfs (/usr with the interpreter, its libraries
+// and the stdlib, and the files of /etc) is bound read-only over it from
+// the sandbox's own mount of the rootfs image (see workspace.RootImages),
+// in its workspace. Every file the interpreter reads
+// then comes through a superblock of that sandbox's own, so no container
+// can leave pages in a page cache that a later one reads. workspace.Remove
+// takes the mount with the workspace, at Destroy and in Sweep.
+
+// rootMountName is the root mount's entry in a sandbox workspace.
+const rootMountName = "root"
+
+// The docker runtime builds the rootfs image at start-up.
+var _ isolate.Warmer = (*Runtime)(nil)
+
+// Warm implements isolate.Warmer: it builds t.RootFS's erofs image, so that
+// the first Prepare does not pay for it.
+func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
+	if err := r.Usable(); err != nil {
+		return err
+	}
+	if err := checkRootFS(t.RootFS); err != nil {
+		return err
+	}
+	_, err := r.rootImage(ctx, t.RootFS)
+	return err
+}
+
+// rootImage returns the verified erofs image of rootfs. The image store is
+// a workspace named after the run, live while the runtime is open, so that
+// Sweep removes only the stores of other runs.
+func (r *Runtime) rootImage(ctx context.Context, dir string) (*workspace.RootImage, error) {
+	r.mu.Lock()
+	if r.roots == nil {
+		name := r.runID + "-rootimg"
+		s, err := workspace.NewWorkspaceRootImages(r.dir, workspace.Journal{Backend: Name, RunID: r.runID, Name: name, Created: nowUTC()})
+		if err != nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("docker: %w", err)
+		}
+		r.roots, r.live[name] = s, true
+	}
+	roots := r.roots
+	r.mu.Unlock()
+	im, err := roots.Image(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	return im, nil
+}
+
+// engineEtc are the files the Engine itself mounts into /etc, each a file
+// of the container's own.
+var engineEtc = []string{"hostname", "hosts", "resolv.conf"}
+
+// mountRoot mounts im in the sandbox's workspace and lists what to bind
+// from it: every top-level directory but /etc whole, and /etc entry by
+// entry, because the Engine creates its own files there and the mount is
+// read-only. A top-level entry that is neither a mount point, a directory
+// nor a symlink would be read from the shared image layer: it fails closed.
+func (s *sandbox) mountRoot(ctx context.Context, im *workspace.RootImage) error {
+	p := s.ws.Path(rootMountName)
+	if err := im.Mount(ctx, p); err != nil {
+		return err
+	}
+	s.root = p
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return fmt.Errorf("root mount: %w", err)
+	}
+	for _, e := range ents {
+		top := "/" + e.Name()
+		switch {
+		case slices.ContainsFunc(rootfs.MountPoints, func(m string) bool { return path.Dir(m) == "/" && m == top }):
+		case e.Type()&os.ModeSymlink != 0:
+		case e.IsDir() && e.Name() == "etc":
+			etc, err := os.ReadDir(filepath.Join(p, "etc"))
+			if err != nil {
+				return fmt.Errorf("root mount: %w", err)
+			}
+			for _, f := range etc {
+				if !slices.Contains(engineEtc, f.Name()) && f.Type()&os.ModeSymlink == 0 {
+					s.rootDirs = append(s.rootDirs, "etc/"+f.Name())
+				}
+			}
+		case e.IsDir():
+			s.rootDirs = append(s.rootDirs, e.Name())
+		default:
+			return fmt.Errorf("root mount: top-level %s is not a directory: it would be read from the shared image layer", top)
+		}
+	}
+	return nil
+}
+
+// rootBinds are the read-only binds of the sandbox's own root entries over
+// the image's.
+func rootBinds(root string, rel []string) []mount {
+	var ms []mount
+	for _, d := range rel {
+		ms = append(ms, mount{Type: "bind", Source: filepath.Join(root, d), Target: "/" + d, ReadOnly: true, BindOptions: &bindOptions{Propagation: "rprivate"}})
+	}
+	return ms
+}
+
+// closeRoots removes the rootfs image store. Sandboxes must be destroyed
+// first.
+func (r *Runtime) closeRoots() error {
+	r.mu.Lock()
+	roots := r.roots
+	r.roots = nil
+	r.mu.Unlock()
+	if roots == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := roots.Close(ctx); err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	r.setLive(filepath.Base(roots.Dir()), false)
+	return nil
+}
