@@ -333,7 +333,9 @@ func checkHideKept(hide []string, kept []keptPath, sockets []string) error {
 			return fmt.Errorf("%s resolves to /, which cannot be hidden from the agent", h)
 		}
 		for _, k := range kept {
-			if !filepath.IsAbs(k.path) || filepath.Clean(k.path) == "/" {
+			// A kept path that does not exist (a home of /nonexistent) keeps
+			// nothing; "/" overlaps everything and is never covered whole.
+			if !filepath.IsAbs(k.path) || filepath.Clean(k.path) == "/" || !fileExists(k.path) {
 				continue
 			}
 			rk := resolveOrClean(k.path)

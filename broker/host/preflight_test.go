@@ -173,7 +173,7 @@ func TestAgentHide(t *testing.T) {
 	got := AgentHide(HideInputs{
 		PrivateBase: "/var/lib/awf/private", AuditArchiveBase: "/var/log/awf/",
 		RootFS: "/srv/rootfs", StateDirs: []string{"/var/lib/awf/private/run/state"},
-		Sources: []string{"/srv/git/a", "/srv/git/a/sub", "relative", "/srv/git/a-b"},
+		Sources:      []string{"/srv/git/a", "/srv/git/a/sub", "relative", "/srv/git/a-b"},
 		DockerSocket: sock, DockerHost: "unix://" + host,
 	})
 	for _, want := range []string{"/var/lib/awf/private", "/var/log/awf", DefaultRootFSCache, "/srv/rootfs", "/srv/git/a", "/srv/git/a-b", sock, host} {
@@ -199,7 +199,7 @@ func TestCheckHideKept(t *testing.T) {
 	require.NoError(t, os.Symlink(work, filepath.Join(tmp, "alias")))
 	sock := filepath.Join(work, "docker.sock")
 	listen(t, sock)
-	kept := []keptPath{{"the agent's working directory", work}, {"the agent's home", "/"}, {"the agent's home", ""}}
+	kept := []keptPath{{"the agent's working directory", work}, {"the agent's home", "/"}, {"the agent's home", ""}, {"the agent's home", filepath.Join(tmp, "nonexistent")}}
 	for _, tc := range []struct {
 		name string
 		hide []string
@@ -212,6 +212,7 @@ func TestCheckHideKept(t *testing.T) {
 		{"engine socket inside", []string{sock}, "container-engine socket " + sock},
 		{"root", []string{"/"}, "cannot be hidden"},
 		{"prefix is not containment", []string{work + "-x"}, ""},
+		{"inside a home that does not exist", []string{filepath.Join(tmp, "nonexistent", "repo")}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkHideKept(tc.hide, kept, []string{sock})
