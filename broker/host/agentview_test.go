@@ -819,18 +819,22 @@ func BenchmarkShimStart(b *testing.B) {
 	exe, err := os.Executable()
 	require.NoError(b, err)
 	for _, bc := range []struct {
-		name string
-		k    shimKnobs
+		name    string
+		k       shimKnobs
+		network string
 	}{
-		{"view", shimKnobs{}},
-		{"view without /proc work", shimKnobs{TestOnlyLiveProc: true, TestOnlyKeepProc: true}},
+		{"view", shimKnobs{}, NetworkNone},
+		{"view, host network", shimKnobs{}, NetworkHost},
+		{"view without /proc work", shimKnobs{TestOnlyLiveProc: true, TestOnlyKeepProc: true}, NetworkNone},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
+			a := fx.args
+			a.Network = bc.network
 			kb, err := json.Marshal(bc.k)
 			require.NoError(b, err)
 			env := []string{"PATH=/usr/bin:/bin", agentViewKnobsEnv + "=" + string(kb)}
 			for b.Loop() {
-				code, err := RunAgent(b.Context(), exe, fx.args, env, []string{"/bin/true"}, nil, io.Discard, io.Discard)
+				code, err := RunAgent(b.Context(), exe, a, env, []string{"/bin/true"}, nil, io.Discard, io.Discard)
 				if err != nil || code != 0 {
 					b.Fatalf("shim: %d %v", code, err)
 				}
