@@ -281,7 +281,10 @@ func newViewFixture(t testing.TB) *viewFixture {
 	src := mk("source/README", 0o644)
 	target := mk("target/file", 0o644)
 	require.NoError(t, os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "link")))
-	fx.hidden = []string{src, target}
+	file := mk("credentials/token", 0o644)
+	fileTarget := mk("credentials/other-token", 0o644)
+	require.NoError(t, os.Symlink(fileTarget, filepath.Join(dir, "token-link")))
+	fx.hidden = []string{src, target, file, fileTarget}
 	listen := func(rel string) string {
 		p := filepath.Join(dir, rel)
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -326,9 +329,10 @@ func newViewFixture(t testing.TB) *viewFixture {
 		PrivateBase: filepath.Join(dir, "private"),
 		IngressBase: filepath.Join(dir, "ingress"),
 		IngressRoot: filepath.Join(dir, "ingress", "run"),
-		Hide:        []string{filepath.Join(dir, "source"), engine, filepath.Join(dir, "link"), filepath.Join(dir, "absent")},
-		Network:     NetworkNone,
-		Cgroups:     fx.cgroups,
+		Hide: []string{filepath.Join(dir, "source"), engine, filepath.Join(dir, "link"), filepath.Join(dir, "absent"),
+			file, filepath.Join(dir, "token-link")},
+		Network: NetworkNone,
+		Cgroups: fx.cgroups,
 	}
 	return fx
 }
@@ -444,7 +448,7 @@ var viewChecks = []viewCheck{
 		}
 		return nil
 	}, nil},
-	{"hidden files (a 0755 local source, a symlinked directory)", noHide, func(fx *viewFixture, r probeReport) error {
+	{"hidden files (a 0755 local source, a file, each behind a symlink too)", noHide, func(fx *viewFixture, r probeReport) error {
 		for _, p := range fx.hidden {
 			if f := r.Read[p]; !unreadableFile(f) {
 				return fmt.Errorf("read %d bytes of %s", f.Len, p)
