@@ -266,8 +266,14 @@ func probeRuntime(ctx context.Context, s Spec) error {
 }
 
 // mkdirOwned creates dir (and parents) and insists that it is a real
-// root-owned directory that only root can write.
+// root-owned directory that only root can write. Missing parents are made
+// 0755 whatever mode is, so that what the agent's view shows above a
+// covered directory (an empty tmpfs over the private base, say) does not
+// depend on which of awf's directories was created first.
 func mkdirOwned(dir string, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Dir(dir), err)
+	}
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
