@@ -14,6 +14,9 @@ step() {
     echo "--- FAIL: $name ($((SECONDS - t0))s)"; fails=$((fails + 1))
   fi
 }
+# The VM's minimal init loads no modules. The direct runtime mounts each
+# sandbox's root from an erofs image, through a loop device on this kernel.
+modprobe -a loop erofs || echo "test-cgroup2: modprobe loop erofs failed; the direct runtime will say why"
 mode=$(stat -f -c %T /sys/fs/cgroup)
 echo "test-cgroup2: kernel $(uname -r), /sys/fs/cgroup is $mode, controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 [ "$mode" = cgroup2fs ] || { echo "test-cgroup2: FAIL: not a pure cgroup v2 host"; exit 1; }
@@ -21,6 +24,7 @@ echo "test-cgroup2: kernel $(uname -r), /sys/fs/cgroup is $mode, controllers: $(
 step "cgroup v2 behaviour" bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 20m
 step "direct runtime root tests" bin/cgroup2/direct.test -test.count=1 -test.timeout 30m -test.run "${DIRECT_TESTS:-.}"
 step "awf isolate verify --runtime direct" bin/awf isolate verify --runtime direct --require direct
+step "awf isolate verify --agent" bin/awf isolate verify --agent
 step "awf run end to end" tests/cgroup2/e2e.sh
 
 if [ "$fails" -ne 0 ]; then

@@ -4,7 +4,7 @@
 #
 # Runs, in the VM: the direct runtime's root tests (compiled test binary), the
 # cgroup v2 behaviour tests (tests/cgroup2, build tag cgroup2),
-# `awf isolate verify --runtime direct`, and one end-to-end `awf run`.
+# `awf isolate verify --runtime direct` and `--agent`, and one end-to-end `awf run`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 vm=${CGROUP2_VM:-../shared/tools/cgroup2-vm}
