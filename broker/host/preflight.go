@@ -319,7 +319,12 @@ func EngineSockets(configured, dockerHost string) []string {
 }
 
 // keptPath is a path the agent keeps in its view, named for messages.
-type keptPath struct{ what, path string }
+// onlyIfExists marks one that keeps nothing when it does not exist (a home
+// of /nonexistent); the others (the ingress directory) are made later.
+type keptPath struct {
+	what, path   string
+	onlyIfExists bool
+}
 
 // checkHideKept refuses a hidden path that overlaps a path the agent keeps:
 // covering it would take the kept one away (it contains it) or leave the
@@ -333,9 +338,8 @@ func checkHideKept(hide []string, kept []keptPath, sockets []string) error {
 			return fmt.Errorf("%s resolves to /, which cannot be hidden from the agent", h)
 		}
 		for _, k := range kept {
-			// A kept path that does not exist (a home of /nonexistent) keeps
-			// nothing; "/" overlaps everything and is never covered whole.
-			if !filepath.IsAbs(k.path) || filepath.Clean(k.path) == "/" || !fileExists(k.path) {
+			// "/" overlaps everything and is never covered whole.
+			if !filepath.IsAbs(k.path) || filepath.Clean(k.path) == "/" || k.onlyIfExists && !fileExists(k.path) {
 				continue
 			}
 			rk := resolveOrClean(k.path)
@@ -414,9 +418,9 @@ func planAgentHide(o Options, agent Agent, l Layout) ([]string, error) {
 	}
 	hide := AgentHide(in)
 	kept := []keptPath{
-		{"the agent's working directory", o.Workdir},
-		{"the agent's home", agent.Home},
-		{"the run's ingress directory", l.IngressRoot},
+		{"the agent's working directory", o.Workdir, false},
+		{"the agent's home", agent.Home, true},
+		{"the run's ingress directory", l.IngressRoot, false},
 	}
 	if err := checkHideKept(hide, kept, EngineSockets(in.DockerSocket, in.DockerHost)); err != nil {
 		return nil, err

@@ -199,7 +199,8 @@ func TestCheckHideKept(t *testing.T) {
 	require.NoError(t, os.Symlink(work, filepath.Join(tmp, "alias")))
 	sock := filepath.Join(work, "docker.sock")
 	listen(t, sock)
-	kept := []keptPath{{"the agent's working directory", work}, {"the agent's home", "/"}, {"the agent's home", ""}, {"the agent's home", filepath.Join(tmp, "nonexistent")}}
+	kept := []keptPath{{"the agent's working directory", work, false}, {"the agent's home", "/", true}, {"the agent's home", "", true},
+		{"the agent's home", filepath.Join(tmp, "nonexistent"), true}, {"the run's ingress directory", filepath.Join(tmp, "ingress", "run"), false}}
 	for _, tc := range []struct {
 		name string
 		hide []string
@@ -213,6 +214,7 @@ func TestCheckHideKept(t *testing.T) {
 		{"root", []string{"/"}, "cannot be hidden"},
 		{"prefix is not containment", []string{work + "-x"}, ""},
 		{"inside a home that does not exist", []string{filepath.Join(tmp, "nonexistent", "repo")}, ""},
+		{"containing the ingress directory made later", []string{filepath.Join(tmp, "ingress")}, "overlaps the run's ingress directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkHideKept(tc.hide, kept, []string{sock})
