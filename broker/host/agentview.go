@@ -81,7 +81,11 @@ func SysKeep() string {
 // scratchDir is where, inside the /sys tmpfs that is being built, a second
 // tmpfs holds the frozen /proc copies and the empty file used as a cover.
 // It is detached and removed before /sys is made read-only; the bind
-// mounts taken from it keep their files.
+// mounts taken from it keep their files. Its size is a cap, not an
+// allocation: each non-empty copy takes one page, and /proc/sys is most of
+// them (about 250 files, plus about 130 per network interface the agent's
+// namespace has: a network none agent has only lo, a host network agent
+// all of the host's; 64 MiB holds some 120 interfaces).
 const scratchDir = "/sys/.awf-view"
 
 // buildView builds the agent's mounts. It runs on the shim's locked thread,
@@ -102,7 +106,7 @@ func buildView(a ShimArgs, k shimKnobs) error {
 	if err := os.Mkdir(scratchDir, 0o700); err != nil {
 		return fmt.Errorf("agent shim: %w", err)
 	}
-	if err := unix.Mount("awf-view", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16m,mode=0755"); err != nil {
+	if err := unix.Mount("awf-view", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64m,mode=0755"); err != nil {
 		return fmt.Errorf("agent shim: mount the view's scratch: %w", err)
 	}
 	empty := filepath.Join(scratchDir, "empty")
