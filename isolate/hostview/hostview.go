@@ -6,7 +6,8 @@
 //   - the agent shim replaces each Snapshot entry by a copy frozen when the
 //     agent starts (same format, so free, nproc, top and os.totalmem still
 //     work) and covers every other non-process entry of /proc;
-//   - every sandbox backend masks each entry (a script has no need for them).
+//   - every sandbox backend masks each entry (a script has no need for them),
+//     with the kernel information of SandboxMaskPaths.
 //
 // The package reads the host only in Copy; Entries is pure data. It does
 // not decide how a backend masks a path: that is the backend's business.
@@ -108,6 +109,31 @@ func MaskPaths() []string {
 	out := make([]string, len(entries))
 	for i, e := range entries {
 		out[i] = e.Path
+	}
+	return out
+}
+
+// kernelInfo is kernel information that no sandbox needs and that is not a
+// counter a sandbox moves: kernel memory and symbols, hardware tables, the
+// kernel's build configuration and the sysrq trigger. Sorted.
+var kernelInfo = []string{
+	"/proc/acpi", "/proc/asound", "/proc/config.gz", "/proc/kallsyms", "/proc/kcore", "/proc/kmsg",
+	"/proc/latency_stats", "/proc/scsi", "/proc/sysrq-trigger", "/proc/timer_stats",
+	"/sys/devices/virtual/powercap", "/sys/firmware",
+}
+
+// SandboxMaskPaths is what every sandbox backend masks: each entry and the
+// kernel information above, sorted and without duplicates. Entries that
+// contain one another (/sys and /sys/firmware) are both listed: a backend
+// that cannot mask a directory still masks the file inside it.
+func SandboxMaskPaths() []string {
+	ps := append(MaskPaths(), kernelInfo...)
+	sort.Strings(ps)
+	out := ps[:0]
+	for i, p := range ps {
+		if i == 0 || p != ps[i-1] {
+			out = append(out, p)
+		}
 	}
 	return out
 }

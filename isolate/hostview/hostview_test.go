@@ -172,3 +172,17 @@ func TestCopyEveryHostEntry(t *testing.T) {
 	assert.FileExists(t, filepath.Join(sys, "fs", "file-nr"))
 	assert.FileExists(t, filepath.Join(sys, "kernel", "random", "entropy_avail"))
 }
+
+func TestSandboxMaskPaths(t *testing.T) {
+	ps := hostview.SandboxMaskPaths()
+	assert.True(t, sort.StringsAreSorted(ps))
+	for i := 1; i < len(ps); i++ {
+		assert.NotEqual(t, ps[i-1], ps[i], "duplicate")
+	}
+	for _, p := range hostview.MaskPaths() {
+		assert.Contains(t, ps, p, "every entry is masked")
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/kallsyms", "/proc/sched_debug", "/proc/timer_list", "/proc/keys", "/sys/firmware"} {
+		assert.Contains(t, ps, p)
+	}
+}
