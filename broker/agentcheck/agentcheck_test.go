@@ -22,7 +22,7 @@ import (
 // run runs the battery over the shared fixtures with o's other fields.
 func run(t *testing.T, o Options) *Report {
 	t.Helper()
-	o.Exe, o.RootFS = testAwf, testRootFS
+	o.Exe, o.RootFS, o.CgroupParent = testAwf, testRootFS, testCgroupParent
 	if o.AgentUser == "" {
 		o.AgentUser = testUser
 	}
@@ -77,7 +77,7 @@ func TestBatteryPasses(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(work) })
 	require.NoError(t, os.Chmod(work, 0o755))
-	rep, err := Run(context.Background(), Options{Exe: testAwf, RootFS: testRootFS, WorkDir: work})
+	rep, err := Run(context.Background(), Options{Exe: testAwf, RootFS: testRootFS, WorkDir: work, CgroupParent: testCgroupParent})
 	require.NoError(t, err)
 	require.Len(t, rep.Views, 2)
 	for _, v := range rep.Views {

@@ -22,6 +22,11 @@ func init() {
 	direct.InitIfRequested()
 }
 
+// testCgroupParent is the tests' own cgroup parent. With awf's, an awf run
+// of another package's tests could sweep the battery's agent cgroup (its
+// run holds no lock under the default private base) and kill the probes.
+const testCgroupParent = "awf-agentcheck-test"
+
 // Shared fixtures, set up once in TestMain.
 var (
 	testAwf    string // the awf binary: the shim and the probe mode
@@ -64,5 +69,20 @@ func setup(m *testing.M) int {
 		return 1
 	}
 	defer exec.Command("userdel", testUser).Run()
+	defer removeCgroupParents()
 	return m.Run()
+}
+
+// removeCgroupParents removes the tests' cgroup parents, now empty, from
+// every hierarchy.
+func removeCgroupParents() {
+	for _, name := range []string{testCgroupParent + "-agent", testCgroupParent} {
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name))
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", name))
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+				fmt.Fprintf(os.Stderr, "agentcheck: remove cgroup parent %s: %v\n", d, err)
+			}
+		}
+	}
 }
