@@ -17,7 +17,12 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 //go:embed residency.py
@@ -63,6 +68,69 @@ func Secret() (uint64, error) {
 		s |= 1 << n.Uint64()
 	}
 	return s, nil
+}
+
+// carrierDirs and carrierMin are the script's DIRS and size rule.
+var carrierDirs = []string{"email", "multiprocessing", "asyncio", "unittest", "lib2to3", "lib2to3/pgen2", "lib2to3/fixes",
+	"xml/dom", "xml/sax", "xml/etree", "http", "urllib", "wsgiref"}
+
+const carrierMin = 8192
+
+// Carriers lists, below the rootfs directory root, the 64 files the script
+// uses, in bit order.
+func Carriers(root string) ([]string, error) {
+	var out []string
+	for _, d := range carrierDirs {
+		dir := filepath.Join(root, "usr/lib/python3.11", d)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("residency: %w", err)
+		}
+		names := make([]string, 0, len(ents))
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if fi, err := os.Stat(p); err == nil && filepath.Ext(n) == ".py" && fi.Size() >= carrierMin {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) < Bits {
+		return nil, fmt.Errorf("residency: %d carrier files below %s, want %d", len(out), root, Bits)
+	}
+	return out[:Bits], nil
+}
+
+// EvictCarriers drops the carrier files of the rootfs directory root from
+// the host page cache, as memory pressure eventually does to rarely read
+// files. A sandbox that reads through the host's pages of root would then
+// find them cold unless an earlier sandbox loaded them: tests call it
+// before the sender, so that a shared page cache shows.
+func EvictCarriers(root string) error {
+	paths, err := Carriers(root)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("residency: %w", err)
+		}
+		// Dirty pages (a freshly built root) are not dropped: write them
+		// back first.
+		err = unix.Fdatasync(int(f.Fd()))
+		if err == nil {
+			err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		}
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("residency: evict %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // Result is what a receiver decoded.

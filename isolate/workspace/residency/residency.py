@@ -17,7 +17,8 @@ import os
 import time
 
 STDLIB = "/usr/lib/python3.11"
-# Never imported by a bounded query's start-up or by this script.
+# Never imported by a bounded query's start-up or by this script. The Go
+# side (Carriers) applies the same rule.
 DIRS = ["email", "multiprocessing", "asyncio", "unittest", "lib2to3", "lib2to3/pgen2", "lib2to3/fixes",
         "xml/dom", "xml/sax", "xml/etree", "http", "urllib", "wsgiref"]
 
