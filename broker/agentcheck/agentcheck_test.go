@@ -145,6 +145,8 @@ func TestWeakenedTwins(t *testing.T) {
 				require.NotNil(t, m, ev)
 				n, _ := strconv.Atoi(m[1])
 				assert.GreaterOrEqual(t, n, loadThreads, ev)
+				assert.Contains(t, ev, "sysinfo(2) (", "the live sysinfo(2) must have moved too")
+				assert.Contains(t, ev, "/proc/stat")
 			}
 		})
 	}

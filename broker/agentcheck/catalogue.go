@@ -56,7 +56,7 @@ var catalogue = []Probe{
 		"a kernel-wide /proc file is readable: it shows host state that a sandbox can move, or kernel addresses"},
 	{IDSysCgroup, "Walks /sys/fs/cgroup looking for awf's cgroups.",
 		"the agent sees awf's cgroup tree: every sandbox's live counters are a channel to it"},
-	{IDCounters, "Reads /proc/stat, /proc/loadavg, /proc/meminfo, /proc/vmstat, /proc/sys and every other snapshotted entry before and after a sandbox starts 1,000 threads.",
+	{IDCounters, "Reads /proc/stat, /proc/loadavg, /proc/meminfo, /proc/vmstat, /proc/sys, every other snapshotted entry and sysinfo(2) before and after a sandbox starts 1,000 threads.",
 		"a host-wide counter moves with a sandbox's activity: a confidential query can signal its answer to the agent"},
 	{IDNetwork, "Lists its network interfaces (agent.network none: only lo may exist).",
 		"the agent has a network with agent.network none: it can reach the forge or any other host"},

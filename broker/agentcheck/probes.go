@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/awf-project/awf/isolate/hostview"
 	"github.com/awf-project/awf/isolate/verify"
 	"github.com/awf-project/awf/proto"
@@ -434,6 +436,7 @@ func probeCounters(stdin io.Reader, stderr io.Writer) (verify.Status, string) {
 	files := counterFiles()
 	stat0, _ := readSome("/proc/stat", hostview.MaxSnapshotBytes)
 	before := readCounters(files)
+	si0, si0err := sysinfoCounters()
 	fmt.Fprintln(stderr, readyLine)
 	word := make(chan string, 1)
 	go func() {
@@ -450,8 +453,15 @@ func probeCounters(stdin io.Reader, stderr io.Writer) (verify.Status, string) {
 		return verify.Fail, fmt.Sprintf("no sandbox ran between the readings: %s", strings.TrimPrefix(w, abortPrefix))
 	}
 	after := readCounters(files)
+	si1, si1err := sysinfoCounters()
 	stat1, _ := readSome("/proc/stat", hostview.MaxSnapshotBytes)
 	var changed []string
+	switch {
+	case si0err != nil || si1err != nil:
+		changed = append(changed, fmt.Sprintf("sysinfo(2) failed: %v", errors.Join(si0err, si1err)))
+	case si0 != si1:
+		changed = append(changed, fmt.Sprintf("sysinfo(2) (%s became %s)", si0, si1))
+	}
 	for _, p := range files {
 		if before[p] != after[p] {
 			changed = append(changed, p)
@@ -465,7 +475,7 @@ func probeCounters(stdin io.Reader, stderr io.Writer) (verify.Status, string) {
 	}
 	switch {
 	case len(changed) > 0:
-		ev := fmt.Sprintf("%d of %d files changed while the sandbox ran: %s", len(changed), len(files), strings.Join(firstN(changed, 6), ", "))
+		ev := fmt.Sprintf("%d of %d readings (the files and sysinfo) changed while the sandbox ran: %s", len(changed), len(files)+1, strings.Join(firstN(changed, 6), ", "))
 		if d, ok := forkDelta(stat0, stat1); ok {
 			ev += fmt.Sprintf("; /proc/stat processes +%d", d)
 		}
@@ -473,7 +483,30 @@ func probeCounters(stdin io.Reader, stderr io.Writer) (verify.Status, string) {
 	case len(missing) > 0:
 		return verify.Fail, fmt.Sprintf("tools need %s, which the agent cannot read", strings.Join(missing, ", "))
 	}
-	return verify.Pass, fmt.Sprintf("none of %d snapshotted files changed while a sandbox started 1,000 threads", len(files))
+	return verify.Pass, fmt.Sprintf("none of %d snapshotted files, nor sysinfo(2), changed while a sandbox started 1,000 threads", len(files))
+}
+
+// hostCounters is what sysinfo(2) reports that a sandbox can move: load
+// averages, memory and swap use, the number of tasks. The uptime is left
+// out: it is the time, which moves for everyone.
+type hostCounters struct {
+	Loads                                             [3]uint64
+	Freeram, Sharedram, Bufferram, Freeswap, Freehigh uint64
+	Procs                                             uint16
+}
+
+func (c hostCounters) String() string {
+	return fmt.Sprintf("loads %v, free %d, shared %d, buffers %d, free swap %d, tasks %d", c.Loads, c.Freeram, c.Sharedram, c.Bufferram, c.Freeswap, c.Procs)
+}
+
+// sysinfoCounters reads them.
+func sysinfoCounters() (hostCounters, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return hostCounters{}, err
+	}
+	return hostCounters{Loads: si.Loads, Freeram: uint64(si.Freeram), Sharedram: uint64(si.Sharedram), Bufferram: uint64(si.Bufferram),
+		Freeswap: uint64(si.Freeswap), Freehigh: uint64(si.Freehigh), Procs: si.Procs}, nil
 }
 
 // forkDelta is how far the fork counter (the processes line of /proc/stat)
