@@ -160,26 +160,6 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 			vr.finish(time.Since(t0))
 		}
 	}()
-	// The load sandbox's runtime keeps its state in the run's private root,
-	// as the broker's does.
-	h := isolate.HostConfig{RunID: "verify-agent-" + randHex(8), StateDir: fx.layout.StateDir, CgroupParent: o.CgroupParent}
-	rt, err := runtimes.Open("direct", h)
-	if err != nil {
-		return vr, fmt.Errorf("agentcheck: open the direct runtime: %w", err)
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			_ = rt.Close()
-		}
-	}()
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-	err = rt.Probe(pctx)
-	pcancel()
-	if err != nil {
-		return vr, fmt.Errorf("agentcheck: the direct runtime cannot run here: %w", err)
-	}
-
 	// The agent's own cgroups, made as awf run makes them, which the shim
 	// joins before anything else.
 	ac, err := host.PlanAgentCgroup(fx.layout.RunID, o.CgroupParent)
@@ -198,6 +178,27 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 		}
 	}()
 	fx.cgroupNames = append(fx.cgroupNames, o.CgroupParent+"-agent", fx.layout.RunID)
+
+	// The load sandbox's runtime keeps its state in the run's private root
+	// and runs on the sandboxes' CPUs, as the broker's does.
+	h := isolate.HostConfig{RunID: "verify-agent-" + randHex(8), StateDir: fx.layout.StateDir, CgroupParent: o.CgroupParent,
+		SandboxCPUs: ac.CPUs.Sandbox}
+	rt, err := runtimes.Open("direct", h)
+	if err != nil {
+		return vr, fmt.Errorf("agentcheck: open the direct runtime: %w", err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = rt.Close()
+		}
+	}()
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = rt.Probe(pctx)
+	pcancel()
+	if err != nil {
+		return vr, fmt.Errorf("agentcheck: the direct runtime cannot run here: %w", err)
+	}
 
 	shim := shimArgs(fx, a, network, o.RootFS)
 	shim.Cgroups = ac.Dirs()
