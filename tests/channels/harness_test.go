@@ -1,0 +1,229 @@
+package channels
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+//go:embed testdata/*.py
+var scripts embed.FS
+
+// suiteAlpha is the probability that the whole suite fails although every
+// channel is closed. Each receiver gets an equal share of it (Bonferroni
+// over maxReceivers, an upper bound on receivers × runtimes), and a receiver
+// fails when its count of correct bits falls in either tail of
+// Binomial(n, 1/2) with that much mass: a decoder that is reliably wrong is
+// as good as one that is reliably right.
+const (
+	suiteAlpha   = 1e-3
+	maxReceivers = 512
+)
+
+// chanceBounds returns lo and hi such that, for n fair coin flips,
+// P(X <= lo) + P(X >= hi) <= alpha: a closed channel lands strictly inside.
+func chanceBounds(n int, alpha float64) (lo, hi int) {
+	tail := 0.0 // P(X >= k), accumulated from k = n down
+	hi = n + 1
+	for k := n; k > n/2; k-- {
+		tail += math.Exp(lchoose(n, k) - float64(n)*math.Ln2)
+		if tail > alpha/2 {
+			break
+		}
+		hi = k
+	}
+	return n - hi, hi
+}
+
+func lchoose(n, k int) float64 {
+	a, _ := math.Lgamma(float64(n + 1))
+	b, _ := math.Lgamma(float64(k + 1))
+	c, _ := math.Lgamma(float64(n - k + 1))
+	return a - b - c
+}
+
+// secretRepo is one confidential repository holding a random 64-bit secret.
+type secretRepo struct {
+	slug   string
+	secret uint64
+	dir    string
+}
+
+func randUint64(t *testing.T) uint64 {
+	var b [8]byte
+	_, err := rand.Read(b[:])
+	require.NoError(t, err)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// makeRepo creates a one-commit git repository with the given files.
+func makeRepo(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "."},
+		{"-c", "user.email=ch@example.com", "-c", "user.name=ch", "commit", "-q", "-m", "initial"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1"}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+}
+
+// newSecretRepo makes confidential repository secret/<name> with a fresh secret.
+func newSecretRepo(t *testing.T, base, name string) secretRepo {
+	r := secretRepo{slug: "secret/" + name, secret: randUint64(t), dir: filepath.Join(base, name)}
+	makeRepo(t, r.dir, map[string]string{"secret": fmt.Sprintf("%016x\n", r.secret)})
+	return r
+}
+
+// writeConfig writes an awf config with the suite's rootfs and agent user.
+func writeConfig(t *testing.T, dir, runtime, dockerSocket string, repos []secretRepo, publicDir string) string {
+	t.Helper()
+	priv := []map[string]any{{"repo": "open/pub", "sensitivity": "public", "source": publicDir}}
+	for _, r := range repos {
+		priv = append(priv, map[string]any{"repo": r.slug, "sensitivity": "confidential", "source": r.dir})
+	}
+	b := map[string]any{
+		"enabled": true, "runtime": runtime, "privateRepos": priv, "maxInvocations": 1000,
+		"rootfs": map[string]any{"path": rootfsDir, "digest": rootfsHash},
+	}
+	if dockerSocket != "" {
+		b["dockerSocket"] = dockerSocket
+	}
+	raw, err := json.Marshal(map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}})
+	require.NoError(t, err)
+	p := filepath.Join(dir, "awf.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return p
+}
+
+// report is one line the agent printed for one channel run.
+type report struct {
+	Channel   string           `json:"channel"`
+	Truth     [][2]any         `json:"truth"`
+	Receivers map[string][]int `json:"receivers"`
+	Info      map[string]any   `json:"info"`
+}
+
+// evictMarker is the line the agent prints when it wants the target file
+// evicted from the page cache; it then waits for a line on its stdin.
+const evictMarker = "AWF-CHANNELS-EVICT"
+
+// runAgent runs `awf run --config cfg -- python3 agent.py plan.json` and
+// returns the agent's reports. evict is called each time the agent asks.
+func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	agent := filepath.Join(filepath.Dir(plan), "agent.py")
+	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/usr/bin/python3", agent, plan)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + binDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	require.NoError(t, cmd.Start())
+	var reps []report
+	var other []string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == evictMarker:
+			if err := evict(); err != nil {
+				t.Errorf("evict: %v", err)
+			}
+			_, _ = io.WriteString(stdin, "\n")
+		case strings.HasPrefix(line, "{"):
+			var r report
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Errorf("agent report %q: %v", line, err)
+				continue
+			}
+			reps = append(reps, r)
+		default:
+			other = append(other, line)
+		}
+	}
+	_ = stdin.Close()
+	err = cmd.Wait()
+	keepArchive(t, stderr.String())
+	require.NoError(t, err, "awf run: %s\nagent output: %s", stderr.String(), strings.Join(other, "\n"))
+	return reps
+}
+
+// keepArchive removes, at the end of the test, the audit archive awf kept.
+func keepArchive(t *testing.T, stderr string) {
+	const marker = "audit log kept in "
+	for _, l := range strings.Split(stderr, "\n") {
+		if i := strings.Index(l, marker); i >= 0 {
+			dir := strings.TrimSpace(l[i+len(marker):])
+			if strings.HasPrefix(dir, "/var/log/awf/") {
+				t.Cleanup(func() { os.RemoveAll(dir) })
+			}
+		}
+	}
+}
+
+// evictFile drops every page of path from the host page cache, as memory
+// pressure would: the attacker's sender can then set each page at will even
+// when fadvise is refused to it.
+func evictFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	// Dirty pages survive DONTNEED, and the suite's rootfs was just written.
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("fadvise %s: %w", path, err)
+	}
+	return nil
+}
+
+// score counts the positions where decoded equals the secret bit that truth names.
+func score(t *testing.T, repos map[string]secretRepo, truth [][2]any, decoded []int) (correct, n int) {
+	t.Helper()
+	require.Len(t, decoded, len(truth))
+	for i, tr := range truth {
+		r, ok := repos[tr[0].(string)]
+		require.True(t, ok, "unknown repository %v", tr[0])
+		bit := int(tr[1].(float64))
+		if int((r.secret>>bit)&1) == decoded[i] {
+			correct++
+		}
+	}
+	return correct, len(truth)
+}
