@@ -184,10 +184,16 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	if *agent {
 		return runAgentVerify(ctx, e, agentVerify{networks: agentNets, user: *agentUser, cgroupParent: *cgroupParent, asJSON: *asJSON, progress: *progress}, root, pol)
 	}
+	// The probes run pinned the way awf run pins sandboxes.
+	split, err := host.SplitCPUs()
+	if err != nil {
+		return fail("%v", err)
+	}
 	opts := verify.Options{
 		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,
 		Probes: probes,
-		Host:   isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock},
+		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock,
+			SandboxCPUs: split.Sandbox},
 	}
 	if *progress {
 		opts.Progress = func(rt string, r verify.Result) {

@@ -46,6 +46,9 @@ type HostOptions struct {
 	PrivateRoot string
 	// Environ is the environment to scan for credentials (nil = os.Environ()).
 	Environ []string
+	// SandboxCPUs is the sandboxes' (and the broker's) side of the CPU split
+	// awf run makes (HostConfig.SandboxCPUs); the agent gets the rest.
+	SandboxCPUs string
 }
 
 // Cgroup modes as reported in HostFacts.CgroupMode.
@@ -107,7 +110,33 @@ func CheckHost(ctx context.Context, o HostOptions) (HostFacts, []Result) {
 	rs = append(rs, checkEngineSockets(ctx, engineSocketCandidates(o.DockerSocket, o.Environ)))
 	rs = append(rs, checkTokenEnv(o.Environ))
 	rs = append(rs, checkPrivateRoot(o.PrivateRoot, gatherAncestors(o.PrivateRoot)))
+	rs = append(rs, checkCPUSplit(runtime.NumCPU(), cpusAllowed(), o.SandboxCPUs))
 	return f, rs
+}
+
+// cpusAllowed is this process's Cpus_allowed_list, as the kernel writes it.
+func cpusAllowed() string {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// checkCPUSplit reports the CPU split: on two or more CPUs the sandboxes
+// (and the broker) must have their own, so that the agent cannot time a live
+// sandbox through a shared core; one CPU cannot be split.
+func checkCPUSplit(ncpu int, allowed, sandbox string) Result {
+	const id = "host/cpu-split"
+	switch {
+	case ncpu < 2:
+		return hostResult(id, Warn, "one CPU (%s): the agent and the sandboxes share it, so a live sandbox can be timed through it; metered queries still freeze the agent", allowed)
+	case sandbox == "":
+		return hostResult(id, Fail, "%d CPUs (%s) but no CPU split: the sandboxes would share cores with the agent", ncpu, allowed)
+	}
+	return hostResult(id, Pass, "sandboxes and the broker on CPUs %s, the agent on the rest of %s", sandbox, allowed)
 }
 
 func hostResult(id string, s Status, format string, args ...any) Result {

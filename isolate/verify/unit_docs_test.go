@@ -21,7 +21,7 @@ func TestDocsListEveryCheck(t *testing.T) {
 	for _, id := range RuntimeChecks {
 		assert.Contains(t, doc, "`"+id+"`", "docs/verify.md must explain %s", id)
 	}
-	for _, id := range []string{"host/kernel", "host/cgroup", "host/overlayfs", "host/seccomp", "host/openat2", "host/userns", "host/runsc", "host/docker", "hazard/docker-sock", "hazard/token-env", "hazard/private-root"} {
+	for _, id := range []string{"host/kernel", "host/cgroup", "host/overlayfs", "host/seccomp", "host/openat2", "host/userns", "host/runsc", "host/docker", "hazard/docker-sock", "hazard/token-env", "hazard/private-root", "host/cpu-split"} {
 		assert.Contains(t, doc, "`"+id+"`", "docs/verify.md must explain %s", id)
 	}
 }

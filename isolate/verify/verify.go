@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC().Format(time.RFC3339)}
 	rep.Host, rep.Checks = CheckHost(ctx, HostOptions{
 		CgroupParent: o.Host.CgroupParent, RunscPath: o.Host.RunscPath, DockerSocket: o.Host.DockerSocket,
-		PrivateRoot: o.PrivateRoot, Environ: o.Environ,
+		PrivateRoot: o.PrivateRoot, Environ: o.Environ, SandboxCPUs: o.Host.SandboxCPUs,
 	})
 	fx, err := newFixture(o.WorkDir)
 	if err != nil {
