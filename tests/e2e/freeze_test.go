@@ -35,12 +35,13 @@ func TestAgentFrozenDuringMeteredQueries(t *testing.T) {
 			// The sandbox sleeps long enough for the watcher to look, and
 			// answers whether it may run only on the sandboxes' CPUs.
 			script := agentScript(t, `
-printf 'import time\ntime.sleep(1.5)\nallowed = [l.split(":", 1)[1].strip() for l in open("/proc/self/status") if l.startswith("Cpus_allowed_list:")][0]\nopen("/query/out","w").write("true" if allowed == "`+split.Sandbox+`" else "false")\n' > /tmp/s.$$.py
+printf 'import os, time\ntime.sleep(1.5)\nw = set()\nfor p in "`+split.Sandbox+`".split(","):\n    a, _, b = p.partition("-")\n    w.update(range(int(a), int(b or a) + 1))\nopen("/query/out","w").write("true" if os.sched_getaffinity(0) == w else "false")\n' > /tmp/s.$$.py
 echo "agent-cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
 echo "answer $(bounded-query --repo demo/r --schema '{"type":"boolean"}' < /tmp/s.$$.py)"
 rm -f /tmp/s.$$.py
 `)
 			var sawFrozen, sawLeaf atomic.Bool
+			var brokerCPUs atomic.Value // every thread's Cpus_allowed_list of the run's broker
 			stop := make(chan struct{})
 			done := make(chan struct{})
 			go func() {
@@ -55,6 +56,9 @@ rm -f /tmp/s.$$.py
 					if leaf == "" {
 						leaf = agentLeafOf(u.Uid)
 						sawLeaf.Store(leaf != "")
+						if leaf != "" {
+							brokerCPUs.Store(brokerThreadCPUs(filepath.Base(leaf)))
+						}
 						continue
 					}
 					if isFrozen(leaf) {
@@ -71,6 +75,11 @@ rm -f /tmp/s.$$.py
 			assert.Equal(t, split.Agent, got["agent-cpus"], "the agent's CPUs")
 			require.True(t, sawLeaf.Load(), "the agent's cgroup was never found")
 			assert.Equal(t, tc.frozen, sawFrozen.Load(), "agent frozen during a %s query", tc.sensitivity)
+			cpus, _ := brokerCPUs.Load().([]string)
+			require.NotEmpty(t, cpus, "the run's broker was not found")
+			for _, c := range cpus {
+				assert.Equal(t, split.Sandbox, c, "a broker thread may run on the agent's CPUs")
+			}
 		})
 	}
 }
@@ -100,6 +109,32 @@ func agentLeafOf(uid string) string {
 		}
 	}
 	return ""
+}
+
+// brokerThreadCPUs returns the Cpus_allowed_list of every thread of the
+// broker of run runID (its command line names the run's spec).
+func brokerThreadCPUs(runID string) []string {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), "broker\x00--serve\x00") || !strings.Contains(string(b), runID) {
+			continue
+		}
+		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "*", "status"))
+		for _, task := range tasks {
+			st, err := os.ReadFile(task)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+					out = append(out, strings.TrimSpace(v))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // isFrozen reads the kernel's freezer state of a v1 or v2 leaf.
