@@ -66,13 +66,3 @@ var catalogue = []Probe{
 func Catalogue() []Probe {
 	return append([]Probe(nil), catalogue...)
 }
-
-// lookupProbe returns the catalogue entry of id.
-func lookupProbe(id string) Probe {
-	for _, p := range catalogue {
-		if p.ID == id {
-			return p
-		}
-	}
-	return Probe{ID: id}
-}
