@@ -93,6 +93,11 @@ func TestRootImageRecordsDigest(t *testing.T) {
 
 func buildTestRoot(t *testing.T) string {
 	t.Helper()
+	return buildTestRootTB(t)
+}
+
+func buildTestRootTB(t testing.TB) string {
+	t.Helper()
 	root := filepath.Join(t.TempDir(), "root")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
