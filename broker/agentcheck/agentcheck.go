@@ -71,6 +71,11 @@ type Options struct {
 	// TestOnlyEnv, when set, edits the agent's environment after the
 	// credential rules have run. Test only, like TestOnlyShim.
 	TestOnlyEnv func([]string) []string
+	// TestOnlyShimExe, when set, is the binary started as the shim ("EXE
+	// run --agent-shim …") instead of the awf copy, so that a test binary
+	// can run the real shim through host.TestOnlyRunShim with one control
+	// of the view removed. Test only, like TestOnlyShim.
+	TestOnlyShimExe string
 	// TestOnlyNoShim runs the probes as the agent user straight on the
 	// host, without the shim: the view an agent had before awf built one.
 	// Test only, like TestOnlyShim.
@@ -224,7 +229,11 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 	}
 
 	load := func() string { return runLoad(ctx, rt, o.RootFS, pol, h.RunID) }
-	results := runProbes(ctx, fx, shim, env, load, o.TestOnlyNoShim)
+	shimExe := fx.probeBin
+	if o.TestOnlyShimExe != "" {
+		shimExe = o.TestOnlyShimExe
+	}
+	results := runProbes(ctx, fx, shimExe, shim, env, load, o.TestOnlyNoShim)
 	for _, r := range results {
 		if o.Progress != nil {
 			o.Progress(network, r)
@@ -301,7 +310,7 @@ const maxCapture = 256 << 10
 
 // runProbes starts the probe mode in the shim, runs the load when the probes
 // are ready, and turns their report into one result per catalogue entry.
-func runProbes(ctx context.Context, fx *fixture, shim host.ShimArgs, env []string, load func() string, noShim bool) []verify.Result {
+func runProbes(ctx context.Context, fx *fixture, shimExe string, shim host.ShimArgs, env []string, load func() string, noShim bool) []verify.Result {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return failAll(fmt.Sprintf("pipe: %v", err))
@@ -322,7 +331,7 @@ func runProbes(ctx context.Context, fx *fixture, shim host.ShimArgs, env []strin
 			done <- exit{code, err}
 			return
 		}
-		code, err := host.RunAgent(ctx, fx.probeBin, shim, env, argv, stdinR, &stdout, stderr)
+		code, err := host.RunAgent(ctx, shimExe, shim, env, argv, stdinR, &stdout, stderr)
 		done <- exit{code, err}
 	}()
 	var ex exit

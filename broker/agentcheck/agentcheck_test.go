@@ -125,6 +125,27 @@ func TestWeakenedTwins(t *testing.T) {
 		}}, []string{IDNetwork}},
 		{"no shim: the host's own view", Options{TestOnlyNoShim: true}, viewProbes},
 	}
+	// The real shim, with one control of the view removed at a time.
+	for _, k := range []struct {
+		knob string
+		want []string
+	}{
+		{"TestOnlyNoHidepid", []string{IDProc}},
+		{"TestOnlyKeepProc", []string{IDProcKernel}},
+		{"TestOnlyLiveProc", []string{IDCounters}},
+		{"TestOnlyLiveSysinfo", []string{IDCounters}},
+		{"TestOnlyHostSys", []string{IDCgroupFile, IDSysCgroup}},
+		{"TestOnlyNoCgroupNS", []string{IDSysCgroup}},
+	} {
+		knobs := `{"` + k.knob + `":true}`
+		cases = append(cases, struct {
+			name string
+			o    Options
+			want []string
+		}{"shim " + k.knob, Options{TestOnlyShimExe: testSelf, TestOnlyEnv: func(env []string) []string {
+			return append(env, knobsEnv+"="+knobs)
+		}}, k.want})
+	}
 	// Without the shim the agent shares the host's network namespace, which
 	// shows more than lo on every host this runs on but a bare one.
 	if ifs, err := net.Interfaces(); err == nil && len(ifs) == 1 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/rootfs"
 )
@@ -31,11 +32,33 @@ const testCgroupParent = "awf-agentcheck-test"
 var (
 	testAwf    string // the awf binary: the shim and the probe mode
 	testRootFS string // the load sandbox's root filesystem
+	testSelf   string // this test binary, which is also a weakened shim
 	testUser   string // an agent user made for the tests
 )
 
+// knobsEnv carries the shim's TestOnly knobs (JSON) from a weakened twin to
+// this test binary started as the shim (Options.TestOnlyShimExe).
+const knobsEnv = "AWF_TESTONLY_AGENTCHECK_KNOBS"
+
 func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "run" && os.Args[2] == "--agent-shim" {
+		os.Exit(testShim(os.Args[3:]))
+	}
 	os.Exit(setup(m))
+}
+
+// testShim is the real shim with the view weakened by the knobs in knobsEnv.
+func testShim(args []string) int {
+	a, argv, err := host.ParseShimCommand(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 125
+	}
+	code, err := host.TestOnlyRunShim(a, argv, []byte(os.Getenv(knobsEnv)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
 }
 
 func setup(m *testing.M) int {
@@ -49,6 +72,10 @@ func setup(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
+	if testSelf, err = os.Executable(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentcheck:", err)
+		return 1
+	}
 	testAwf = filepath.Join(work, "awf")
 	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", testAwf, "github.com/awf-project/awf/cmd/awf")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
