@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,11 @@ var threadsScript []byte
 
 // loadThreads is how many threads the load sandbox starts (threads.py).
 const loadThreads = 1000
+
+// agentCgroupSuffix is added to the sandboxes' cgroup parent to name the
+// parent of the battery's agent cgroups (host.PlanAgentCgroup then adds
+// its own "-agent"): "awf-verify-agent/RUN".
+const agentCgroupSuffix = "-verify"
 
 // viewDeadline bounds one battery: the shim, the probes and the sandbox.
 const viewDeadline = 5 * time.Minute
@@ -166,8 +172,12 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 		}
 	}()
 	// The agent's own cgroups, made as awf run makes them, which the shim
-	// joins before anything else.
-	ac, err := host.PlanAgentCgroup(fx.layout.RunID, o.CgroupParent)
+	// joins before anything else; but below a parent of verify's own
+	// (agentCgroupParent), which an awf run starting meanwhile does not
+	// sweep. Its sweep would take this run, which holds no lock under the
+	// default private base, for a crashed one and kill the probes.
+	agentParent := o.CgroupParent + agentCgroupSuffix
+	ac, err := host.PlanAgentCgroup(fx.layout.RunID, agentParent)
 	if err != nil {
 		return vr, fmt.Errorf("agentcheck: %w", err)
 	}
@@ -182,7 +192,9 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 			vr.finish(time.Since(t0))
 		}
 	}()
-	fx.cgroupNames = append(fx.cgroupNames, o.CgroupParent+"-agent", fx.layout.RunID)
+	// Every awf name must stay out of sight: this battery's agent parent,
+	// and awf run's, where other runs' agents live.
+	fx.cgroupNames = append(fx.cgroupNames, filepath.Base(filepath.Dir(ac.FreezerDir)), o.CgroupParent+"-agent", fx.layout.RunID)
 
 	// The load sandbox's runtime keeps its state in the run's private root
 	// and runs on the sandboxes' CPUs, as the broker's does.

@@ -23,9 +23,8 @@ func init() {
 	direct.InitIfRequested()
 }
 
-// testCgroupParent is the tests' own cgroup parent. With awf's, an awf run
-// of another package's tests could sweep the battery's agent cgroup (its
-// run holds no lock under the default private base) and kill the probes.
+// testCgroupParent is the tests' own cgroup parent, so that what they make
+// is theirs alone and can be removed at the end.
 const testCgroupParent = "awf-agentcheck-test"
 
 // Shared fixtures, set up once in TestMain.
@@ -103,7 +102,7 @@ func setup(m *testing.M) int {
 // removeCgroupParents removes the tests' cgroup parents, now empty, from
 // every hierarchy.
 func removeCgroupParents() {
-	for _, name := range []string{testCgroupParent + "-agent", testCgroupParent} {
+	for _, name := range []string{testCgroupParent + agentCgroupSuffix + "-agent", testCgroupParent} {
 		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name))
 		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", name))
 		for _, d := range dirs {
