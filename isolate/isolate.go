@@ -149,11 +149,12 @@ type Weakening struct {
 	NoSeccomp     bool // load no seccomp filter
 	NoPidsLimit   bool // set no pids limit
 	NilCapsConfig bool // pass a nil capability set (keeps the bounding set)
+	HostView      bool // direct only: mount /proc and mask none of hostview's counters
 }
 
 // Any reports whether any control is weakened.
 func (w Weakening) Any() bool {
-	return w.NoNetNS || w.NoSeccomp || w.NoPidsLimit || w.NilCapsConfig
+	return w.NoNetNS || w.NoSeccomp || w.NoPidsLimit || w.NilCapsConfig || w.HostView
 }
 
 // Job is the per-request part: what to run. The broker is generic over kinds

@@ -2,6 +2,7 @@ package direct
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/opencontainers/cgroups"
 	devcfg "github.com/opencontainers/cgroups/devices/config"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/hostview"
 	"github.com/awf-project/awf/policy"
 )
 
@@ -26,15 +28,22 @@ const (
 // sandboxEnv is the whole environment of the job.
 var sandboxEnv = []string{"PATH=/usr/bin", "LANG=C.UTF-8", "HOME=/tmp", "PYTHONDONTWRITEBYTECODE=1"}
 
-// maskedPaths hide kernel information in /proc and /sys.
-var maskedPaths = []string{
-	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
-	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
-	"/proc/scsi", "/proc/kallsyms", "/proc/config.gz", "/proc/sysrq-trigger",
-	"/sys/firmware", "/sys/devices/virtual/powercap",
+// maskedPaths is every path libcontainer masks: hostview's, the one list of
+// host-wide counters and kernel information. The sandbox mounts neither
+// /proc nor /sys (see mounts), so today the masks find nothing to cover;
+// they keep both hidden should either ever be mounted.
+func maskedPaths(w isolate.Weakening) []string {
+	ps := hostview.SandboxMaskPaths()
+	if w.HostView {
+		// Show the host-wide counters, so that probes and channel tests
+		// prove they would see them; keep the kernel information masked.
+		return slices.DeleteFunc(ps, func(p string) bool { _, counter := hostview.Lookup(p); return counter })
+	}
+	return ps
 }
 
-// readonlyPaths stay visible but cannot be written.
+// readonlyPaths stay visible but cannot be written (/proc is mounted only
+// under the HostView weakening).
 var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
 
 // overlayOptions keep the per-invocation layer simple and safe with an
@@ -109,7 +118,7 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 		Capabilities:      caps,
 		NoNewPrivileges:   true,
 		Seccomp:           seccomp,
-		MaskPaths:         maskedPaths,
+		MaskPaths:         maskedPaths(t.Weaken),
 		ReadonlyPaths:     readonlyPaths,
 		ParentDeathSignal: int(unix.SIGKILL),
 		OomScoreAdj:       &adj,
@@ -131,18 +140,31 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 
 // mounts lists the sandbox's filesystems on top of the read-only root. The
 // repo overlay's lower layer is the view of t.Repo, never the seed itself.
+//
+// There is no /proc and no /sys. procfs numbers every inode of a process
+// (/proc/<pid>, its files, /proc/self/fd/<n>, /proc/sys) from the host-wide
+// counter get_next_ino, which no namespace or mask separates: with /proc a
+// script could read it with one stat and move it with many lookups, one
+// query signalling to the next (invariant 8; TestProcInodeCounterChannel).
+// Nothing a bounded query or libcontainer's init needs reads /proc inside
+// the sandbox: init reopens its exec fifo through a private procfs handle
+// of its own, closed before the job starts. Only the test-only HostView
+// weakening mounts /proc, to prove the channel tests and probes can fail.
 func mounts(t isolate.Template, lower string, sc scratchDirs) []*configs.Mount {
 	l := t.Limits
 	const common = unix.MS_NOSUID | unix.MS_NODEV
-	ms := []*configs.Mount{
-		{Source: "proc", Destination: "/proc", Device: "proc", Flags: common | unix.MS_NOEXEC},
+	ms := []*configs.Mount{}
+	if t.Weaken.HostView {
+		ms = append(ms, &configs.Mount{Source: "proc", Destination: "/proc", Device: "proc", Flags: common | unix.MS_NOEXEC})
+	}
+	ms = append(ms, []*configs.Mount{
 		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536"},
 		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", devShmBytes)},
 		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", l.TmpTmpfsBytes)},
 		{Source: "tmpfs", Destination: isolate.QueryDir, Device: "tmpfs", Flags: common | unix.MS_NOEXEC,
 			Data: fmt.Sprintf("mode=0755,uid=%d,gid=%d,size=%d", sandboxUID, sandboxGID, l.QueryTmpfsBytes)},
 		{Source: sc.awf, Destination: "/awf", Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | common | unix.MS_NOEXEC},
-	}
+	}...)
 	if lower != "" {
 		ms = append(ms, &configs.Mount{
 			Source: "overlay", Destination: isolate.RepoDir, Device: "overlay", Flags: common,

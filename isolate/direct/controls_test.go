@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,22 +19,19 @@ import (
 	"github.com/awf-project/awf/staging"
 )
 
-// probeScript reports, from inside the sandbox, the state of every control.
+// probeScript reports, from inside the sandbox, the state of every control
+// it can see. The sandbox has no /proc (see mounts in config.go), so
+// capabilities, seccomp and interfaces are read from the host (jobView).
 const probeScript = `import os, json, sys
 r = {}
-r["ifaces"] = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
-st = {}
-for l in open("/proc/self/status"):
-    k, _, v = l.partition(":")
-    st[k] = v.strip()
-for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
-    r[k] = st[k]
+r["proc"] = os.listdir("/proc")
+r["sys"] = os.listdir("/sys")
 r["ids"] = [os.getuid(), os.geteuid(), os.getgid(), os.getegid()]
 r["groups"] = os.getgroups()
 r["visible"] = [p for p in sys.argv[1:] + ["/etc/shadow", "/root", "/home", "/usr/local", "/var", "/bin/sh",
     "/sys/fs/cgroup", "/usr/lib/python3/dist-packages"] if os.path.lexists(p)]
 ro = {}
-for p in ("/usr/bin/x", "/etc/x", "/x", "/awf/x", "/awf/query-script.py", "/proc/sys/kernel/hostname"):
+for p in ("/usr/bin/x", "/etc/x", "/x", "/awf/x", "/awf/query-script.py"):
     try:
         with open(p, "w") as f:
             f.write("x")
@@ -50,7 +49,7 @@ for p in ("/tmp/x", "/query/x", "/query/repo/x"):
         wr[p] = e.errno
 r["writable"] = wr
 r["hostname"] = os.uname().nodename
-r["pids"] = sorted(int(x) for x in os.listdir("/proc") if x.isdigit())
+r["pid"] = os.getpid()
 r["root"] = sorted(os.listdir("/"))
 r["cwd"] = os.getcwd()
 r["env"] = sorted(os.environ)
@@ -65,14 +64,17 @@ func TestControlsFromInside(t *testing.T) {
 	require.NoError(t, os.WriteFile(secret, []byte("secret"), 0o644))
 	tpl := e.template(t, seedRepo(t))
 	script := "import sys\nsys.argv = ['probe', " + fmt.Sprintf("%q", secret) + "]\n" + probeScript
-	m := decodeOut(t, e.run(t, tpl, script))
+	var job map[string]any
+	m := decodeOut(t, e.runWatched(t, tpl, script, &job))
 
-	assert.Equal(t, []any{"lo"}, m["ifaces"], "only the loopback interface")
+	assert.Equal(t, []any{}, m["proc"], "no /proc: its inode numbers come from a host-wide counter")
+	assert.Equal(t, []any{}, m["sys"], "no /sys")
+	assert.Equal(t, []string{"lo"}, job["ifaces"], "only the loopback interface")
 	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
-		assert.Equal(t, "0000000000000000", m[k], k)
+		assert.Equal(t, "0000000000000000", job[k], k)
 	}
-	assert.Equal(t, "1", m["NoNewPrivs"])
-	assert.Equal(t, "2", m["Seccomp"], "seccomp filter mode")
+	assert.Equal(t, "1", job["NoNewPrivs"])
+	assert.Equal(t, "2", job["Seccomp"], "seccomp filter mode")
 	assert.Equal(t, []any{65534.0, 65534.0, 65534.0, 65534.0}, m["ids"])
 	assert.Empty(t, m["groups"])
 	assert.Empty(t, m["visible"], "host paths visible in the sandbox")
@@ -83,7 +85,7 @@ func TestControlsFromInside(t *testing.T) {
 		assert.Equal(t, 0.0, errno, "%s must be writable", p)
 	}
 	assert.Equal(t, "sandbox", m["hostname"])
-	assert.Equal(t, []any{1.0}, m["pids"], "the job is alone in its pid namespace")
+	assert.Equal(t, 1.0, m["pid"], "the job is init of its own pid namespace")
 	assert.Equal(t, []any{"awf", "dev", "etc", "lib", "lib64", "proc", "query", "sys", "tmp", "usr"}, m["root"])
 	assert.Equal(t, isolate.QueryDir, m["cwd"])
 	assert.Equal(t, []any{"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE"}, m["env"])
@@ -173,13 +175,7 @@ func writeSeed(t testing.TB, dir string, files map[string]string) {
 // exactly the control it names, so probes elsewhere can prove they fail.
 func TestWeakeningsRemoveControls(t *testing.T) {
 	e := newEnv(t)
-	script := `import json, os
-st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
-ifaces = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
-r = {"CapBnd": st["CapBnd"].strip(), "Seccomp": st["Seccomp"].strip(), "ifaces": ifaces,
-     "netns": os.readlink("/proc/self/ns/net")}
-json.dump(r, open("/query/out", "w"))
-`
+	script := okScript
 	hostNet, err := os.Readlink("/proc/self/ns/net")
 	require.NoError(t, err)
 	cases := []struct {
@@ -190,7 +186,7 @@ json.dump(r, open("/query/out", "w"))
 		{"none", isolate.Weakening{}, func(t *testing.T, m map[string]any) {
 			assert.Equal(t, "0000000000000000", m["CapBnd"])
 			assert.Equal(t, "2", m["Seccomp"])
-			assert.Equal(t, []any{"lo"}, m["ifaces"])
+			assert.Equal(t, []string{"lo"}, m["ifaces"])
 			assert.NotEqual(t, hostNet, m["netns"])
 		}},
 		{"nil caps", isolate.Weakening{NilCapsConfig: true}, func(t *testing.T, m map[string]any) {
@@ -209,7 +205,9 @@ json.dump(r, open("/query/out", "w"))
 		t.Run(c.name, func(t *testing.T) {
 			tpl := e.template(t, "")
 			tpl.Weaken = c.w
-			c.check(t, decodeOut(t, e.run(t, tpl, script)))
+			var job map[string]any
+			decodeOut(t, e.runWatched(t, tpl, script, &job))
+			c.check(t, job)
 		})
 	}
 	// The pids limit is visible from the host side of the live sandbox.
@@ -228,6 +226,44 @@ json.dump(r, open("/query/out", "w"))
 			assert.Equal(t, fmt.Sprint(tpl.Limits.Pids), pidsMax)
 		}
 	}
+}
+
+// runWatched runs script like run and stores in *job what the host sees of
+// the job's process once it runs under every control: its status lines
+// (Cap*, NoNewPrivs, Seccomp), its interfaces and its network namespace.
+func (e *testEnv) runWatched(t testing.TB, tpl isolate.Template, script string, job *map[string]any) isolate.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "inv1", Script: []byte(script), OnStart: func(pid int) {
+		*job = jobView(pid)
+	}}})
+	t.Logf("outcome %s (exit %d %s): %s", o.Kind, o.ExitCode, o.Signal, o.Detail)
+	e.assertIdle(t)
+	require.NotNil(t, *job, "OnStart must run")
+	return o
+}
+
+// jobView reads pid's status lines, interfaces and network namespace.
+func jobView(pid int) map[string]any {
+	m := map[string]any{}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	b, _ = os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+	var ifaces []string
+	for _, l := range strings.Split(string(b), "\n")[2:] {
+		if name, _, ok := strings.Cut(l, ":"); ok {
+			ifaces = append(ifaces, strings.TrimSpace(name))
+		}
+	}
+	sort.Strings(ifaces)
+	m["ifaces"] = ifaces
+	m["netns"], _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	return m
 }
 
 // hostPidsMax reads the pids limit of pid's cgroup from the host.

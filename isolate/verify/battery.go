@@ -139,6 +139,10 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 		},
 	}
 	before := b.fx.hits()
+	ino0, err := hostInodeCounter()
+	if err != nil {
+		ino0 = -1
+	}
 	rctx, cancel := context.WithTimeout(ctx, lim.Wall+30*time.Second)
 	out := b.rt.Run(rctx, isolate.Spec{Template: tmpl, Job: job})
 	cancel()
@@ -151,7 +155,7 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	b.tally.add(p.ID, b.scan.scan(inv, si, runEnd), pid != 0)
 
 	res.Kind = string(out.Kind)
-	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits}
+	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits, job: si.jobFacts(), inoBefore: ino0}
 	if out.Kind == isolate.KindOK {
 		canon, err := schema.CheckResult(out.Output)
 		if err != nil {

@@ -101,6 +101,8 @@ func TestWeakenedConfigurationsFail(t *testing.T) {
 			[]string{"limit/pids"}},
 		{"nil capability set", isolate.Weakening{NilCapsConfig: true},
 			[]string{"priv/caps"}},
+		{"host view (/proc mounted, counters unmasked)", isolate.Weakening{HostView: true},
+			[]string{"fs/host-counters", "fs/proc-inode-counter"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

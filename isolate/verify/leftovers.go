@@ -24,6 +24,7 @@ type startInfo struct {
 	nsFile  *os.File // holds the pid namespace so its inode number cannot be reused
 	start   uint64   // the process's start time, in clock ticks since boot
 	cgroups []string // host cgroup directories of the process
+	facts   jobFacts // credentials, seccomp and network of the process, read from the host
 }
 
 // record reads the namespace and cgroups of pid. It is called from
@@ -36,9 +37,11 @@ func (si *startInfo) record(pid int) {
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	own, _ := os.ReadFile("/proc/self/cgroup")
+	facts := readJobFacts(pid)
 	si.mu.Lock()
 	defer si.mu.Unlock()
 	si.pid = pid
+	si.facts = facts
 	si.pidNS = ns
 	if si.nsFile != nil {
 		si.nsFile.Close()
@@ -62,6 +65,16 @@ func (si *startInfo) release() {
 		si.nsFile.Close()
 		si.nsFile = nil
 	}
+}
+
+// jobFacts returns what record read of the job from the host.
+func (si *startInfo) jobFacts() jobFacts {
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	if si.pid == 0 {
+		return noJobFacts
+	}
+	return si.facts
 }
 
 func (si *startInfo) snapshot() (int, string, []string) {

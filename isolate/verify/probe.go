@@ -113,6 +113,10 @@ type probeCtx struct {
 	limits  isolate.Limits
 	fx      *fixture
 	hits    map[string]int64 // listener name -> connections during this probe
+	job     jobFacts         // the job's process as the host sees it
+	// inoBefore is the host's inode counter (get_next_ino) just before the
+	// run, -1 when it could not be read.
+	inoBefore int64
 }
 
 // str returns a string field of the answer.

@@ -1,9 +1,12 @@
 package verify
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/awf-project/awf/isolate/hostview"
 )
 
 // filesystemProbes try to write outside the writable areas and to read
@@ -292,6 +295,8 @@ answer({"extra_nodes": min(extra, 64), "named": mask, "mem": attempt("mem", mem)
 			},
 			example: `{"extra_nodes":0,"named":0,"mem":"ENOENT"}`,
 		},
+		hostCounterProbe(),
+		procInodeProbe(),
 		{
 			ID: "fs/tmp-noexec", Group: "filesystem",
 			Title:  "Copies the interpreter into /tmp and tries to execute the copy.",
@@ -356,4 +361,132 @@ func allIn(xs, set []string) bool {
 		}
 	}
 	return true
+}
+
+// maskBits is how many paths one integer field of fs/host-counters covers,
+// well inside the exact-integer range of an answer.
+const maskBits = 26
+
+// hostCounterProbe reads every path every backend masks (hostview's
+// host-wide counters and kernel information) and reports which ones are
+// readable with content: a non-empty file that is not the /dev/null of a
+// mask, or a non-empty directory.
+func hostCounterProbe() Probe {
+	paths := hostview.SandboxMaskPaths()
+	lit, _ := py(paths)
+	chunks := (len(paths) + maskBits - 1) / maskBits
+	var schema []string
+	example := map[string]int{}
+	for k := 0; k < chunks; k++ {
+		n := min(maskBits, len(paths)-k*maskBits)
+		schema = append(schema, fmt.Sprintf("m%d", k), sInt(0, 1<<n-1))
+		example[fmt.Sprintf("m%d", k)] = 0
+	}
+	ex, _ := json.Marshal(example)
+	return Probe{
+		ID: "fs/host-counters", Group: "filesystem",
+		Title:  "Reads every host-wide counter and kernel information file that the sandboxes mask (isolate/hostview: /proc/stat, meminfo, vmstat, diskstats, /proc/sys, /sys, kcore, kallsyms, ...): none may be readable with content.",
+		OnFail: "A script can read host-wide kernel counters that another sandbox moves: one query can signal to the next, or to the agent.",
+		body: "PATHS = " + lit + "\nBITS = " + fmt.Sprint(maskBits) + `
+def content(p):
+    try:
+        if os.path.isdir(p):
+            return bool(os.listdir(p))
+        with open(p, "rb") as f:
+            if masked(f.fileno()):
+                return False
+            return bool(f.read(1))
+    except OSError:
+        return False
+seen = [content(p) for p in PATHS]
+res = {}
+for k in range((len(PATHS) + BITS - 1) // BITS):
+    res["m%d" % k] = sum(1 << (i - k * BITS) for i in range(k * BITS, min(len(PATHS), (k + 1) * BITS)) if seen[i])
+answer(res)
+`,
+		schema: sObj(schema...),
+		check: func(c *probeCtx) (Status, string) {
+			var readable []string
+			for i, p := range paths {
+				if c.num(fmt.Sprintf("m%d", i/maskBits))&(1<<(i%maskBits)) != 0 {
+					readable = append(readable, p)
+				}
+			}
+			switch {
+			case len(readable) == 0:
+				return Pass, fmt.Sprintf("none of %d host-counter and kernel-information paths is readable", len(paths))
+			case c.traits.sentryProc:
+				return Warn, fmt.Sprintf("%s are readable, but they are the runtime's user-space kernel's own, per sandbox, not the host's", strings.Join(readable, " "))
+			}
+			return Fail, fmt.Sprintf("%d host-wide paths are readable: %s", len(readable), strings.Join(readable, " "))
+		},
+		example: string(ex),
+	}
+}
+
+// inoSlack is how far outside the host's readings of get_next_ino around
+// a run an inside reading may lie and still be the host's counter: host
+// activity moves it by a few thousand to some tens of thousands per second.
+const inoSlack = 1 << 16
+
+// procInodeProbe looks for the host-wide inode counter get_next_ino through
+// /proc: the inode of /proc/self and of fresh /proc/self/fd entries, until
+// one starts a new per-CPU batch. The check compares the reading with the
+// host's counter just before and just after the run: inside that window it
+// is the host's counter, which one sandbox moves and the next reads.
+func procInodeProbe() Probe {
+	return Probe{
+		ID: "fs/proc-inode-counter", Group: "filesystem",
+		Title:  "Stats /proc/self and fresh /proc/self/fd entries and compares their inode numbers with the host's inode counter (get_next_ino) around the run.",
+		OnFail: "Scripts can read the host-wide inode counter through /proc, and move it with lookups: one query can signal to the next.",
+		body: `res = {"proc": "ok", "batch": -1, "ino": -1}
+try:
+    step("stat")
+    res["ino"] = min(os.stat("/proc/self/").st_ino, 1 << 32)
+    for i in range(3 * 1024):
+        fd = os.open("/dev/null", os.O_RDONLY)
+        try:
+            ino = os.lstat("/proc/self/fd/%d" % fd).st_ino
+        finally:
+            os.close(fd)
+        try:
+            os.lstat("/proc/self/fd/%d" % fd)  # drops the entry: the next lookup is fresh
+        except OSError:
+            pass
+        res["ino"] = min(ino, 1 << 32)
+        if ino % 1024 == 1:
+            res["batch"] = ino - 1
+            break
+except OSError as e:
+    res["proc"] = oserr(e)
+answer(res)
+`,
+		schema: sObj("proc", sErrno, "batch", sInt(-1, 1<<32), "ino", sInt(-1, 1<<32)),
+		check: func(c *probeCtx) (Status, string) {
+			proc, batch, ino := c.str("proc"), c.num("batch"), c.num("ino")
+			if ino < 0 {
+				return Pass, "no /proc to read inode numbers from: stat /proc/self/ gives " + proc
+			}
+			after, err := hostInodeCounter()
+			known := err == nil && c.inoBefore >= 0
+			if batch < 0 && !known {
+				// 3072 fresh lookups never started a batch of inoBatch
+				// numbers: no counter that moves numbers these inodes.
+				return Pass, fmt.Sprintf("inode %d inside does not move with fresh /proc lookups: no counter to read", ino)
+			}
+			if !known {
+				return Fail, fmt.Sprintf("fresh /proc lookups start inode batches (at %d) like the host's counter, which could not be read to compare (%v)", batch, err)
+			}
+			lo, hi := c.inoBefore-inoSlack, after+inoSlack
+			v, what := ino, "inode"
+			if batch >= 0 {
+				v, what = batch, "a fresh inode batch at"
+			}
+			if v >= lo && v <= hi {
+				return Fail, fmt.Sprintf("%s %d inside, within the host's inode counter %d..%d during the run", what, v, c.inoBefore, after)
+			}
+			return Pass, fmt.Sprintf("%s %d inside, outside the host's inode counter %d..%d: the runtime numbers its own", what, v, c.inoBefore, after)
+		},
+		example: `{"proc":"ENOENT","batch":-1,"ino":-1}`,
+	}
 }

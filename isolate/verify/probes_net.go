@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,7 @@ func networkProbes() []Probe {
 	return []Probe{
 		{
 			ID: "net/interfaces", Group: "network",
-			Title:  "Lists the network interfaces in /proc/net/dev: only lo may exist.",
+			Title:  "Lists the network interfaces in /proc/net/dev (from the host where the sandbox has no /proc): only lo may exist.",
 			OnFail: "The sandbox shares a network namespace with the host or another container.",
 			body: `names = []
 state = "unreadable"
@@ -36,6 +37,12 @@ answer({"state": state, "count": min(len(names), 64)})
 `,
 			schema: sObj("state", sEnum("lo-only", "none", "other", "unreadable"), "count", sInt(0, 64)),
 			check: func(c *probeCtx) (Status, string) {
+				if c.str("state") == "unreadable" && c.job.ifaces != nil {
+					if other := slices.DeleteFunc(slices.Clone(c.job.ifaces), func(s string) bool { return s == "lo" }); len(other) > 0 {
+						return Fail, fmt.Sprintf("%d interfaces besides lo in the job's namespace: the host network namespace is shared", len(other)) + fromHost
+					}
+					return Pass, "interfaces: " + strings.Join(c.job.ifaces, " ") + fromHost
+				}
 				if c.str("state") == "other" {
 					return Fail, fmt.Sprintf("%d interfaces besides lo are visible: the host network namespace is shared", c.num("count"))
 				}
@@ -45,7 +52,7 @@ answer({"state": state, "count": min(len(names), 64)})
 		},
 		{
 			ID: "net/routes", Group: "network",
-			Title:  "Counts the usable routes in /proc/net/route and /proc/net/ipv6_route: none may leave through a device other than lo.",
+			Title:  "Counts the usable routes in /proc/net/route and /proc/net/ipv6_route (from the host where the sandbox has no /proc): none may leave through a device other than lo.",
 			OnFail: "The sandbox has a route out: it shares or was given a network.",
 			body: `def count(p, skip, dev, flags):
     n = 0
@@ -56,12 +63,27 @@ answer({"state": state, "count": min(len(names), 64)})
                 if len(c) > max(dev, flags) and c[dev] != "lo" and not int(c[flags], 16) & 0x0200:
                     n += 1
     except OSError:
-        pass
+        return -1
     return min(n, 64)
 answer({"v4": count("/proc/net/route", 1, 0, 3), "v6": count("/proc/net/ipv6_route", 0, 9, 8)})
 `,
-			schema:  sObj("v4", sInt(0, 64), "v6", sInt(0, 64)),
-			check:   checkEqual(map[string]any{"v4": int64(0), "v6": int64(0)}),
+			schema: sObj("v4", sInt(-1, 64), "v6", sInt(-1, 64)),
+			check: func(c *probeCtx) (Status, string) {
+				if c.num("v4") == -1 && c.num("v6") == -1 {
+					switch v4, v6 := c.job.routes4, c.job.routes6; {
+					case v4 < 0 && v6 < 0:
+						return Fail, "the route tables can be read neither from inside nor from the host"
+					case v4 > 0 || v6 > 0:
+						return Fail, fmt.Sprintf("v4=%d, v6=%d usable routes through a device other than lo", v4, v6) + fromHost
+					}
+					return Pass, "v4=0 v6=0" + fromHost
+				}
+				// One table alone may be missing (IPv6 disabled): it has no route.
+				if v4, v6 := c.num("v4"), c.num("v6"); v4 > 0 || v6 > 0 {
+					return Fail, fmt.Sprintf("v4=%d, v6=%d usable routes through a device other than lo", v4, v6)
+				}
+				return Pass, fmt.Sprintf("v4=%d v6=%d", max(c.num("v4"), 0), max(c.num("v6"), 0))
+			},
 			example: `{"v4":0,"v6":0}`,
 		},
 		{
@@ -186,7 +208,7 @@ answer({"resolv_conf": conf, "query": res if res in KNOWN or res in ("answered",
 			// socket: seeing verify's listener there proves the namespace is
 			// shared even while the filter holds.
 			ID: "net/abstract-unix", Group: "network",
-			Title:  "Looks for the abstract Unix socket verify listens on in the host's network namespace in /proc/net/unix, and connects to it.",
+			Title:  "Looks for the abstract Unix socket verify listens on in the host's network namespace in /proc/net/unix (from the host where the sandbox has no /proc), and connects to it.",
 			OnFail: "Abstract Unix sockets are shared with the host: any host service on one is reachable.",
 			body: `import socket
 name = <% .Abstract | py %>
@@ -208,6 +230,12 @@ answer(res)
 			schema: sObj("socket", sErrno, "connect", sErrno, "listed", sEnum("visible", "hidden", "unreadable")),
 			check: func(c *probeCtx) (Status, string) {
 				st, ev := checkListener("abstract", "socket", "connect")(c)
+				if c.str("listed") == "unreadable" && c.job.unixNames != nil && st == Pass {
+					if slices.Contains(c.job.unixNames, c.fx.abstract.addr) {
+						return Fail, "verify's abstract socket is listed in the job's /proc/net/unix: the sandbox shares the host's network namespace (" + ev + ")" + fromHost
+					}
+					return Pass, ev + "; the job's /proc/net/unix: listener hidden" + fromHost
+				}
 				switch {
 				case st != Pass:
 					return st, ev

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -61,22 +62,47 @@ func privilegeProbes() []Probe {
 		},
 		{
 			ID: "priv/caps", Group: "privilege",
-			Title:  "Reads CapInh, CapPrm, CapEff, CapBnd and CapAmb from /proc/self/status: all must be empty.",
+			Title:  "Reads CapInh, CapPrm, CapEff, CapBnd and CapAmb from /proc/self/status (from the host where the sandbox has no /proc): all must be empty.",
 			OnFail: "The process holds or can regain capabilities (a non-empty bounding set means a setuid or file-capability binary could grant them).",
 			body: `caps = {}
-with open("/proc/self/status") as f:
-    for l in f:
-        k, _, v = l.partition(":")
-        if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-            caps[k] = "zero" if int(v.strip(), 16) == 0 else "nonzero"
+try:
+    with open("/proc/self/status") as f:
+        for l in f:
+            k, _, v = l.partition(":")
+            if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                caps[k] = "zero" if int(v.strip(), 16) == 0 else "nonzero"
+except OSError:
+    pass
 answer({k[3:].lower(): caps.get(k, "absent") for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")})
 `,
 			schema: sObj("inh", sCap, "prm", sCap, "eff", sCap, "bnd", sCap, "amb", sCap),
 			check: func(c *probeCtx) (Status, string) {
 				var bad, absent []string
+				noProc, suffix := true, ""
+				for _, k := range []string{"inh", "prm", "eff", "bnd", "amb"} {
+					noProc = noProc && c.str(k) == "absent"
+				}
+				state := c.str
+				if noProc {
+					if c.job.status == nil {
+						return Fail, "capability sets can be read neither from inside nor from the host"
+					}
+					suffix = fromHost
+					state = func(k string) string {
+						v, ok := c.job.status["Cap"+strings.ToUpper(k[:1])+k[1:]]
+						n, err := strconv.ParseUint(v, 16, 64)
+						switch {
+						case !ok:
+							return "absent"
+						case err != nil || n != 0:
+							return "nonzero"
+						}
+						return "zero"
+					}
+				}
 				for _, k := range []string{"inh", "prm", "eff", "bnd", "amb"} {
 					name := "Cap" + strings.ToUpper(k[:1]) + k[1:]
-					switch v := c.str(k); {
+					switch v := state(k); {
 					case v == "zero":
 					case v == "absent" && k == "amb":
 						absent = append(absent, name)
@@ -85,28 +111,40 @@ answer({k[3:].lower(): caps.get(k, "absent") for k in ("CapInh", "CapPrm", "CapE
 					}
 				}
 				if len(bad) > 0 {
-					return Fail, "capability sets not proven empty: " + strings.Join(bad, ", ")
+					return Fail, "capability sets not proven empty: " + strings.Join(bad, ", ") + suffix
 				}
 				if len(absent) > 0 {
-					return Pass, "CapInh CapPrm CapEff CapBnd are 0; " + strings.Join(absent, " ") + " is not reported by this kernel"
+					return Pass, "CapInh CapPrm CapEff CapBnd are 0; " + strings.Join(absent, " ") + " is not reported by this kernel" + suffix
 				}
-				return Pass, "CapInh CapPrm CapEff CapBnd CapAmb are all 0"
+				return Pass, "CapInh CapPrm CapEff CapBnd CapAmb are all 0" + suffix
 			},
 			example: `{"inh":"zero","prm":"zero","eff":"zero","bnd":"zero","amb":"zero"}`,
 		},
 		{
 			ID: "priv/no-new-privs", Group: "privilege",
-			Title:  "Reads NoNewPrivs from /proc/self/status.",
+			Title:  "Reads NoNewPrivs from /proc/self/status (from the host where the sandbox has no /proc).",
 			OnFail: "A setuid or file-capability binary could raise privileges.",
 			body: `nnp = -1
-with open("/proc/self/status") as f:
-    for l in f:
-        if l.startswith("NoNewPrivs:"):
-            nnp = int(l.split()[1])
+try:
+    with open("/proc/self/status") as f:
+        for l in f:
+            if l.startswith("NoNewPrivs:"):
+                nnp = int(l.split()[1])
+except OSError:
+    nnp = -2
 answer({"nnp": nnp})
 `,
-			schema: sObj("nnp", sInt(-1, 1)),
+			schema: sObj("nnp", sInt(-2, 1)),
 			check: func(c *probeCtx) (Status, string) {
+				if c.num("nnp") == -2 {
+					switch c.job.status["NoNewPrivs"] {
+					case "1":
+						return Pass, "NoNewPrivs 1" + fromHost
+					case "":
+						return Fail, "NoNewPrivs can be read neither from inside nor from the host"
+					}
+					return Fail, "NoNewPrivs " + c.job.status["NoNewPrivs"] + ": a setuid or file-capability binary could raise privileges" + fromHost
+				}
 				switch c.num("nnp") {
 				case 1:
 					return Pass, "NoNewPrivs 1"
@@ -122,20 +160,35 @@ answer({"nnp": nnp})
 		},
 		{
 			ID: "priv/seccomp-mode", Group: "privilege",
-			Title:  "Reads Seccomp and Seccomp_filters from /proc/self/status: filter mode with at least one filter.",
+			Title:  "Reads Seccomp and Seccomp_filters from /proc/self/status (from the host where the sandbox has no /proc): filter mode with at least one filter.",
 			OnFail: "No seccomp filter is loaded: the whole kernel system-call surface is open.",
 			body: `mode, filters = 0, -1
-with open("/proc/self/status") as f:
-    for l in f:
-        if l.startswith("Seccomp:"):
-            mode = int(l.split()[1])
-        elif l.startswith("Seccomp_filters:"):
-            filters = min(int(l.split()[1]), 64)
+try:
+    with open("/proc/self/status") as f:
+        for l in f:
+            if l.startswith("Seccomp:"):
+                mode = int(l.split()[1])
+            elif l.startswith("Seccomp_filters:"):
+                filters = min(int(l.split()[1]), 64)
+except OSError:
+    mode = -1
 answer({"mode": mode, "filters": filters})
 `,
-			schema: sObj("mode", sInt(0, 2), "filters", sInt(-1, 64)),
+			schema: sObj("mode", sInt(-1, 2), "filters", sInt(-1, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				mode, n := c.num("mode"), c.num("filters")
+				if mode == -1 {
+					st := c.job.status
+					m, err1 := strconv.Atoi(st["Seccomp"])
+					f, err2 := strconv.Atoi(st["Seccomp_filters"])
+					if err1 != nil || err2 != nil {
+						return Fail, "the seccomp mode can be read neither from inside nor from the host"
+					}
+					if m != 2 || f == 0 {
+						return Fail, fmt.Sprintf("seccomp mode %d with %d filters; want mode 2 (filter) with a filter", m, f) + fromHost
+					}
+					return Pass, fmt.Sprintf("seccomp mode 2 with %d filter(s)", f) + fromHost
+				}
 				switch {
 				case mode != 2 || n == 0:
 					return Fail, fmt.Sprintf("seccomp mode %d with %d filters; want mode 2 (filter) with a filter", mode, n)
@@ -377,10 +430,16 @@ answer({"credentials": min(len(bad), 64), "vars": min(len(os.environ), 64)})
 		},
 		{
 			ID: "priv/fds", Group: "privilege",
-			Title:  "Lists /proc/self/fd: only stdin, stdout and stderr may be open.",
+			Title:  "Finds every open descriptor below 4096 with fstat: only stdin, stdout and stderr may be open.",
 			OnFail: "A descriptor of the broker leaked into the sandbox.",
-			body: `fds = os.listdir("/proc/self/fd")
-answer({"extra": max(min(len(fds) - 4, 64), 0)})
+			body: `def is_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+fds = [fd for fd in range(4096) if is_open(fd)]
+answer({"extra": min(len([fd for fd in fds if fd > 2]), 64)})
 `,
 			schema:  sObj("extra", sInt(0, 64)),
 			check:   checkEqual(map[string]any{"extra": int64(0)}),

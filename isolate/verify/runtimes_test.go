@@ -19,6 +19,7 @@ import (
 var otherRuntimeProbes = []string{
 	"ctl/python", "ctl/repo-view", "net/interfaces", "priv/ids", "priv/caps", "priv/no-new-privs",
 	"priv/seccomp-mode", "priv/unshare-userns", "fs/write-root", "limit/timeout", "filter/",
+	"fs/host-counters", "fs/proc-inode-counter",
 }
 
 func runOther(t *testing.T, name string, h isolate.HostConfig) map[string]Result {
@@ -51,6 +52,9 @@ func TestGVisorBattery(t *testing.T) {
 	got := runOther(t, "gvisor", isolate.HostConfig{})
 	assert.Equal(t, NotApplicable, got["filter/loaded"].Status, got["filter/loaded"].Evidence)
 	assert.Equal(t, Pass, got["filter/denylist"].Status, got["filter/denylist"].Evidence)
+	// The Sentry's own /proc and /sys: readable, but nothing there is the host's.
+	assert.Equal(t, Warn, got["fs/host-counters"].Status, got["fs/host-counters"].Evidence)
+	assert.Equal(t, Pass, got["fs/proc-inode-counter"].Status, got["fs/proc-inode-counter"].Evidence)
 }
 
 // TestDockerBattery runs the subset through the Docker Engine that the
@@ -69,6 +73,10 @@ func TestDockerBattery(t *testing.T) {
 	}
 	got := runOther(t, "docker", isolate.HostConfig{DockerSocket: sock})
 	assert.Equal(t, Pass, got["filter/loaded"].Status, got["filter/loaded"].Evidence)
+	assert.Equal(t, Pass, got["fs/host-counters"].Status, "the Engine applies every mask: %s", got["fs/host-counters"].Evidence)
+	// A known residual: runc 1.1 needs /proc in the container, and procfs
+	// numbers its inodes from the host-wide counter.
+	assert.Equal(t, Fail, got["fs/proc-inode-counter"].Status, got["fs/proc-inode-counter"].Evidence)
 }
 
 // TestSbxAlwaysBlocked uses the real sbx backend: it must be BLOCKED with

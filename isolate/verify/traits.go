@@ -14,6 +14,10 @@ type traits struct {
 	// sentryDevices are device nodes the runtime implements in user space;
 	// their presence is a WARN, not a FAIL.
 	sentryDevices []string
+	// sentryProc is set when the runtime's /proc and /sys are its own
+	// user-space kernel's, per sandbox: host-counter files readable there
+	// are a WARN, not a FAIL.
+	sentryProc bool
 }
 
 // SbxMissingControls are the query-isolation controls the audited sbx CLI
@@ -35,6 +39,7 @@ func traitsFor(name string) traits {
 			filterNA:      "gVisor implements system calls in its Sentry: the filter on the host pid is the Sentry's own, and the policy is enforced inside the Sentry (see priv/seccomp-mode and the privilege probes)",
 			procLacksNNP:  true,
 			sentryDevices: []string{"/dev/fuse", "/dev/net/tun"},
+			sentryProc:    true,
 		}
 	case "sbx":
 		return traits{missing: SbxMissingControls}
