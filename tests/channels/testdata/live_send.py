@@ -1,5 +1,6 @@
 # Sender for the live channels (the agent is the receiver): a preamble (high
-# for pre_hi seconds, low for pre_lo), then one slot per secret bit, high when
+# for pre_hi seconds, low for pre_lo), a known training header that lets the
+# receiver lock onto the slot clock, then one slot per secret bit, high when
 # the bit is 1. High = `threads` threads created afresh every slot (the
 # thread count and the fork counter), mem_mb MiB touched (memory) and a
 # spinning main thread (CPU time); low = sleep. It also leaves page first+i*stride of the shared rootfs file resident
@@ -62,7 +63,9 @@ t = time.monotonic()
 high(t + P["pre_hi"])
 low(t + P["pre_hi"] + P["pre_lo"])
 t += P["pre_hi"] + P["pre_lo"]
-for i in range(P["bits"]):
+# A public training header, then the secret.
+bits = P["train"] + [(secret >> i) & 1 for i in range(P["bits"])]
+for i, b in enumerate(bits):
     end = t + (i + 1) * P["slot"]
-    (high if (secret >> i) & 1 else low)(end)
+    (high if b else low)(end)
 open("/query/out", "w").write("1")
