@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/hostview"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -51,6 +52,7 @@ type hostConfig struct {
 	ShmSize        int64     `json:"ShmSize"`
 	IpcMode        string    `json:"IpcMode"`
 	CgroupnsMode   string    `json:"CgroupnsMode"`
+	MaskedPaths    []string  `json:"MaskedPaths"`
 	Mounts         []mount   `json:"Mounts"`
 	LogConfig      logConfig `json:"LogConfig"`
 	Privileged     bool      `json:"Privileged"`
@@ -169,6 +171,10 @@ func buildCreate(c containerSpec) createBody {
 			IpcMode:   "private",
 			Mounts:    mounts,
 			LogConfig: logConfig{Type: "json-file", Config: map[string]string{"max-size": strconv.FormatInt(logMax, 10), "max-file": "1"}},
+			// Every host-wide counter and kernel information file (one list,
+			// hostview's). This replaces the Engine's default list, which it
+			// contains; create checks that the Engine kept it.
+			MaskedPaths: hostview.SandboxMaskPaths(),
 		},
 	}
 }

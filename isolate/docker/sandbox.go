@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -153,6 +154,28 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 		// A warning means the Engine dropped a setting, such as a limit the
 		// kernel cannot enforce: fail closed.
 		return fmt.Errorf("create: the Engine dropped controls: %v", reply.Warnings)
+	}
+	return s.checkMasks(ctx, body.HostConfig.MaskedPaths)
+}
+
+// checkMasks fails closed unless the created container masks every path
+// asked for: an Engine that predates HostConfig.MaskedPaths ignores the
+// field without a warning and applies its own, shorter list.
+func (s *sandbox) checkMasks(ctx context.Context, want []string) error {
+	var got struct {
+		HostConfig struct {
+			MaskedPaths []string `json:"MaskedPaths"`
+		} `json:"HostConfig"`
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := s.r.eng.call(cctx, http.MethodGet, "/containers/"+s.id+"/json", nil, nil, &got); err != nil {
+		return fmt.Errorf("create: inspect masked paths: %w", err)
+	}
+	for _, p := range want {
+		if !slices.Contains(got.HostConfig.MaskedPaths, p) {
+			return fmt.Errorf("create: the Engine did not keep masked path %s", p)
+		}
 	}
 	return nil
 }
