@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -398,46 +397,15 @@ func removeLeaf(ctx context.Context, d string) error {
 	}
 }
 
-// sweepAgentCgroups removes every agent leaf whose run is not alive: its
-// private root under privateBase is gone, or its run lock can be taken.
-func sweepAgentCgroups(ctx context.Context, privateBase string) error {
+// orphanAgentCgroup is the agent cgroup a run would have had, from its run
+// id alone: for a crashed run whose spec cannot be read.
+func orphanAgentCgroup(runID string) (AgentCgroup, error) {
 	parents, mode, err := agentParents(defaultCgroupParent, false)
 	if err != nil {
-		return err
+		return AgentCgroup{}, err
 	}
-	dead := map[string]bool{}
-	for _, p := range parents {
-		ents, err := os.ReadDir(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("agent cgroup sweep: %w", err)
-		}
-		for _, e := range ents {
-			if e.IsDir() && runIDPattern.MatchString(e.Name()) && !runAlive(filepath.Join(privateBase, e.Name(), "run.lock")) {
-				dead[e.Name()] = true
-			}
-		}
-	}
-	var errs []error
-	for id := range dead {
-		a := AgentCgroup{RunID: id, Mode: mode, FreezerDir: filepath.Join(parents[0], id), CpusetDir: filepath.Join(parents[len(parents)-1], id)}
-		if err := RemoveAgentCgroup(ctx, a); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// runAlive reports whether a live awf run holds the lock at path.
-func runAlive(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
+	return AgentCgroup{RunID: runID, Mode: mode, FreezerDir: filepath.Join(parents[0], runID),
+		CpusetDir: filepath.Join(parents[len(parents)-1], runID)}, nil
 }
 
 // Freezer returns the freezer of the agent's cgroup (broker.Freezer).

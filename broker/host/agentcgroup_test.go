@@ -261,29 +261,51 @@ func cpusAllowed(t testing.TB, pid int) []int {
 	return nil
 }
 
-// TestSweepAgentCgroupsRemovesDeadRuns: the orphan sweep removes (thawing
-// first) the agent cgroup of a run whose lock is free, and keeps a live
-// run's.
-func TestSweepAgentCgroupsRemovesDeadRuns(t *testing.T) {
-	priv := t.TempDir()
-	dead := testAgentCgroup(t)
-	_, _ = startInCgroup(t, dead)
+// TestSweepOrphansRemovesAgentCgroups: the orphan sweep thaws and removes
+// the agent cgroup of a crashed run under its private base (named by the
+// spec, or by the run id when the spec is unreadable), keeps a live run's,
+// and never touches an agent cgroup whose run is not under its base.
+func TestSweepOrphansRemovesAgentCgroups(t *testing.T) {
+	priv, ingress, archive := t.TempDir(), t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, dead.Freezer().Freeze(ctx))
+	old := time.Now().Add(-2 * orphanMinAge)
+
+	crashed := testAgentCgroup(t) // a spec names it; its process is frozen
+	_, _ = startInCgroup(t, crashed)
+	require.NoError(t, crashed.Freezer().Freeze(ctx))
+	l := NewLayout(crashed.RunID, priv, ingress, archive)
+	require.NoError(t, os.MkdirAll(l.PrivateRoot, 0o700))
+	require.NoError(t, WriteSpec(Spec{Layout: l, AgentCgroup: crashed}))
+	lock, err := lockRun(l.LockPath)
+	require.NoError(t, err)
+	lock.Close() // the run died: its lock is free
+
+	nospec := testAgentCgroup(t) // crashed before its spec could be read
+	require.NoError(t, os.MkdirAll(filepath.Join(priv, nospec.RunID), 0o700))
+	require.NoError(t, os.Chtimes(filepath.Join(priv, nospec.RunID), old, old))
 
 	live := testAgentCgroup(t)
-	require.NoError(t, os.MkdirAll(filepath.Join(priv, live.RunID), 0o700))
-	lock, err := lockRun(filepath.Join(priv, live.RunID, "run.lock"))
+	ll := NewLayout(live.RunID, priv, ingress, archive)
+	require.NoError(t, os.MkdirAll(ll.PrivateRoot, 0o700))
+	lock, err = lockRun(ll.LockPath)
 	require.NoError(t, err)
 	defer lock.Close()
 
-	require.NoError(t, sweepAgentCgroups(ctx, priv))
-	for _, d := range dead.Dirs() {
-		assert.NoDirExists(t, d, "a dead run's agent cgroup is left")
+	elsewhere := testAgentCgroup(t) // a run under another private base
+
+	n, err := SweepOrphans(ctx, priv, ingress, archive)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	for _, a := range []AgentCgroup{crashed, nospec} {
+		for _, d := range a.Dirs() {
+			assert.NoDirExists(t, d, "a crashed run's agent cgroup is left")
+		}
 	}
-	for _, d := range live.Dirs() {
-		assert.DirExists(t, d, "a live run's agent cgroup was removed")
+	for _, a := range []AgentCgroup{live, elsewhere} {
+		for _, d := range a.Dirs() {
+			assert.DirExists(t, d, "an agent cgroup of a run the sweep does not own was removed")
+		}
 	}
 }
 

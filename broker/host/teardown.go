@@ -102,9 +102,12 @@ const orphanMinAge = 10 * time.Minute
 
 // SweepOrphans removes what crashed runs left: every private root under
 // privateBase whose run lock can be taken is swept with its runtime,
-// released, archived and removed, with its ingress directory; then every
-// agent cgroup whose run is not alive is thawed and removed (its name is
-// the run id). It returns how many private roots it reclaimed.
+// released, archived and removed, with its ingress directory, and its
+// agent cgroup is thawed and removed first (named by the spec, or by the run
+// id when the spec is unreadable). Only runs under privateBase are touched:
+// an agent cgroup exists only while its run's private root does, since
+// Prepare creates it last and Teardown removes it before the root. It
+// returns how many it reclaimed.
 func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive string) (int, error) {
 	ents, err := os.ReadDir(privateBase)
 	if errors.Is(err, os.ErrNotExist) {
@@ -132,18 +135,25 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 			continue
 		}
 		r := &Run{Layout: l, lock: lock}
-		if s, err := ReadSpec(l.SpecPath); err == nil {
+		s, serr := ReadSpec(l.SpecPath)
+		// The agent's cgroup first: the private root is its journal.
+		ag, err := orphanAgentCgroup(e.Name())
+		if serr == nil && s.AgentCgroup.FreezerDir != "" {
+			ag, err = s.AgentCgroup, nil
+		}
+		if err == nil {
+			err = RemoveAgentCgroup(ctx, ag)
+		}
+		if err == nil && serr == nil {
 			r.Spec = s
-			if err := RemoveAgentCgroup(ctx, s.AgentCgroup); err != nil {
-				errs = append(errs, err)
+			err = sweepWith(ctx, s)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			if lock != nil {
+				lock.Close()
 			}
-			if err := sweepWith(ctx, s); err != nil {
-				errs = append(errs, err)
-				if lock != nil {
-					lock.Close()
-				}
-				continue
-			}
+			continue
 		}
 		_ = archiveAudit(l)
 		if err := r.removeFiles(ctx); err != nil {
@@ -151,9 +161,6 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 			continue
 		}
 		n++
-	}
-	if err := sweepAgentCgroups(ctx, privateBase); err != nil {
-		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
 }
