@@ -146,6 +146,10 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	rctx, cancel := context.WithTimeout(ctx, lim.Wall+30*time.Second)
 	out := b.rt.Run(rctx, isolate.Spec{Template: tmpl, Job: job})
 	cancel()
+	ino1, err := hostInodeCounter()
+	if err != nil {
+		ino1 = -1
+	}
 	runEnd := bootTicks()
 	hits := b.fx.hits()
 	for k := range hits {
@@ -155,7 +159,7 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	b.tally.add(p.ID, b.scan.scan(inv, si, runEnd), pid != 0)
 
 	res.Kind = string(out.Kind)
-	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits, job: si.jobFacts(), inoBefore: ino0}
+	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits, job: si.jobFacts(), inoBefore: ino0, inoAfter: ino1}
 	if out.Kind == isolate.KindOK {
 		canon, err := schema.CheckResult(out.Output)
 		if err != nil {

@@ -114,9 +114,9 @@ type probeCtx struct {
 	fx      *fixture
 	hits    map[string]int64 // listener name -> connections during this probe
 	job     jobFacts         // the job's process as the host sees it
-	// inoBefore is the host's inode counter (get_next_ino) just before the
-	// run, -1 when it could not be read.
-	inoBefore int64
+	// inoBefore and inoAfter are the host's inode counter (get_next_ino)
+	// just before and just after the run, -1 when it could not be read.
+	inoBefore, inoAfter int64
 }
 
 // str returns a string field of the answer.

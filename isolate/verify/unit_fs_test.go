@@ -88,7 +88,7 @@ func TestProcInodeCounterCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := answerCtx(t, p, tc.ans)
-			c.inoBefore = start
+			c.inoBefore, c.inoAfter = start, now
 			st, ev := p.check(c)
 			assert.Equal(t, tc.want, st, ev)
 		})
@@ -96,11 +96,11 @@ func TestProcInodeCounterCheck(t *testing.T) {
 	// Without the host's reading before the run, numbers that never move
 	// pass and batches fail.
 	c := answerCtx(t, p, map[string]any{"proc": "ok", "batch": -1, "ino": 124})
-	c.inoBefore = -1
+	c.inoBefore, c.inoAfter = -1, -1
 	st, ev := p.check(c)
 	assert.Equal(t, Pass, st, ev)
 	c = answerCtx(t, p, map[string]any{"proc": "ok", "batch": now, "ino": now + 1})
-	c.inoBefore = -1
+	c.inoBefore, c.inoAfter = -1, -1
 	st, ev = p.check(c)
 	assert.Equal(t, Fail, st, "a batched counter that cannot be compared proves nothing: %s", ev)
 }
