@@ -71,7 +71,7 @@ def evict():
 def pagecache(p):
     evict()
     params = {"file": p["file"], "first": p["first"], "stride": p["stride"], "bits": 64}
-    _, sel = query(p["repo"], CONST, "pagecache_send.py", params)
+    sent, sel = query(p["repo"], CONST, "pagecache_send.py", params)
     res, rel = query(PUB, json.dumps({"type": "object", "fields": {
         "nowait": json.loads(int_array(64, 0, 2)),
         "mincore": json.loads(int_array(64, 0, 2)),
@@ -84,7 +84,7 @@ def pagecache(p):
         rec["nowait"] = [1 if v == 1 else 0 for v in res["nowait"]]
         rec["mincore"] = [1 if v == 1 else 0 for v in res["mincore"]]
         rec["timing"] = bit_split(res["ns"])
-    emit("pagecache", truth, rec, {"sender_s": round(sel, 3), "receiver_s": round(rel, 3),
+    emit("pagecache", truth, rec, {"sender_s": round(sel, 3), "receiver_s": round(rel, 3), "sender_ok": sent == 1,
                                     "receiver_ok": res is not None,
                                     "ns": None if res is None else res["ns"],
                                     "nowait_raw": None if res is None else res["nowait"]})
@@ -100,15 +100,16 @@ def counters(c):
         r, _ = query(PUB, schema, "counters_recv.py", base)
         return r
 
+    sent = []
     reads = [recv()]
-    query(PUB, CONST, "counters_send.py", dict(base, v=0, fixed=True))
+    sent.append(query(PUB, CONST, "counters_send.py", dict(base, v=0, fixed=True))[0])
     reads.append(recv())
-    query(PUB, CONST, "counters_send.py", dict(base, v=15, fixed=True))
+    sent.append(query(PUB, CONST, "counters_send.py", dict(base, v=15, fixed=True))[0])
     reads.append(recv())
     truth = []
     for repo in c["repos"]:
         for off in (0, 4):
-            query(repo, CONST, "counters_send.py", dict(base, off=off))
+            sent.append(query(repo, CONST, "counters_send.py", dict(base, off=off))[0])
             reads.append(recv())
             truth += [[repo, off + b] for b in range(4)]
     rec = {}
@@ -128,7 +129,7 @@ def counters(c):
         else:
             bits = [0] * len(truth)
         rec[name] = bits
-    emit("counters", truth, rec, {"receivers_ok": ok,
+    emit("counters", truth, rec, {"receivers_ok": ok, "sender_ok": all(x == 1 for x in sent),
                                   "raw": [r if r is None else r for r in reads] if not ok else None,
                                   "null": None if not ok else dict(zip(names, [reads[1][k] - reads[0][k] for k in range(len(names))])),
                                   "cal15": None if not ok else dict(zip(names, [reads[2][k] - reads[1][k] for k in range(len(names))]))})
@@ -137,14 +138,14 @@ def counters(c):
 # ---------------------------------------------------------------------- misc
 def misc(m):
     params = {"base": m["base"], "bits": 64, "tag": m["tag"]}
-    query(m["repo"], CONST, "misc_send.py", params)
+    sent, _ = query(m["repo"], CONST, "misc_send.py", params)
     kinds = ["sysv_shm", "sysv_sem", "sysv_msg", "dev_shm", "tmp", "var_tmp", "keyring", "abstract"]
     schema = json.dumps({"type": "object", "fields": {k: json.loads(int_array(64, 0, 2)) for k in kinds}})
     res, _ = query(PUB, schema, "misc_recv.py", dict(params, kinds=kinds))
     rec = {}
     for k in kinds:
         rec[k] = [0] * 64 if res is None else [1 if v == 1 else 0 for v in res[k]]
-    emit("misc", [[m["repo"], i] for i in range(64)], rec, {"receiver_ok": res is not None,
+    emit("misc", [[m["repo"], i] for i in range(64)], rec, {"receiver_ok": res is not None, "sender_ok": sent == 1,
                                                             "raw": res})
 
 
@@ -371,7 +372,7 @@ def live(lv):
     th = threading.Thread(target=poll, daemon=True)
     t_send = time.monotonic()
     th.start()
-    _, el = query(lv["repo"], CONST, "live_send.py", params)
+    sent, el = query(lv["repo"], CONST, "live_send.py", params)
     after = sample(state)
     stop.set()
     th.join()
@@ -383,6 +384,7 @@ def live(lv):
         rec["residency:mincore:" + path] = mc
         info["residency:" + path] = why
     info["sender_s"] = round(el, 3)
+    info["sender_ok"] = sent == 1
     info["samples"] = len(samples)
     info["cgroup_files"] = sorted(sum(state["cg"].values(), []))[:20]
     info["after"] = after

@@ -42,7 +42,11 @@ for kind in PARAMS["kinds"]:
         elif kind == "abstract" and "socket" in KILLED:
             out.append(2)
         elif kind == "abstract":
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError:
+                out.append(2)
+                continue
             try:
                 s.connect("\0" + name)
                 out.append(1)
