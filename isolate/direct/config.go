@@ -175,13 +175,27 @@ func mounts(t isolate.Template, lower string, sc scratchDirs) []*configs.Mount {
 }
 
 // allowedDevices are the device nodes created in /dev: null, zero, full,
-// random, urandom and tty.
+// random, urandom and tty. Each is a copy: specconv's list is shared.
+//
+// /dev/zero is read-only (mode 0444, cgroup rule "rm"). A shared mapping of
+// a writable /dev/zero descriptor is a file on the kernel's internal shm
+// mount, which numbers its files from one host-wide counter that memfd_create
+// and fstat read anywhere on the host: one such mapping per bit carried a
+// 64-bit secret from sandboxes to the host in full
+// (TestShmInodeCounterChannel). The kernel makes a shared mapping of a
+// read-only descriptor private, so reading zeros and mapping them still work.
 func allowedDevices() []*devcfg.Device {
 	var out []*devcfg.Device
 	for _, d := range specconv.AllowedDevices {
-		if d.Path != "" {
-			out = append(out, d)
+		if d.Path == "" {
+			continue
 		}
+		c := *d
+		if c.Path == "/dev/zero" {
+			c.FileMode = 0o444
+			c.Rule.Permissions = "rm"
+		}
+		out = append(out, &c)
 	}
 	return out
 }
