@@ -29,24 +29,95 @@ import (
 // seccomp filter with its own listener (the kernel allows one listener in
 // a chain and answers EBUSY); plain filters still work.
 
-// sysinfoABI names the system call numbers of sysinfo for GOARCH.
+// The same filter closes a second host-wide counter. Since Linux 6.9 the
+// inode number of a pidfd comes from one counter that every task created on
+// the host moves, a sandbox's threads included, so an agent thawed after a
+// query could open a pidfd and read how many tasks the query made. The
+// agent gets no pidfd: pidfd_open and clone3 (whose flags sit in memory the
+// filter cannot read) fail with ENOSYS, as on an older kernel, and glibc,
+// Go and libuv fall back to clone; clone with CLONE_PIDFD fails with
+// EINVAL; SO_PEERPIDFD and SO_PASSPIDFD (a pidfd of a socket's peer) fail
+// with ENOPROTOOPT. 32-bit compat processes get the same answers, and the
+// x32 ABI, which nothing on a CI host uses, gets ENOSYS for every call.
+
+// sysinfoABI names the system call numbers the filter handles for GOARCH.
 type sysinfoABI struct {
-	native, nr       uint32 // the native audit arch and sysinfo's number
-	x32nr            uint32 // sysinfo through the x32 ABI; noSyscall if none
-	compat, compatNr uint32 // the 32-bit audit arch and its sysinfo
+	native, nr uint32 // the native audit arch and sysinfo's number
+	x32        bool   // whether the native arch has the x32 ABI (bit 30 of the number)
+	compat     uint32 // the 32-bit audit arch
+	// calls of each ABI, native first
+	sys, compatSys abiCalls
+}
+
+// abiCalls are one ABI's numbers of the calls that can hand out a pidfd.
+type abiCalls struct {
+	sysinfo, clone, clone3, pidfdOpen, getsockopt, setsockopt uint32
+	socketcall                                                uint32 // noSyscall if the ABI has none
 }
 
 // noSyscall is a number no system call has.
 const noSyscall = 0xffffffff
 
+// Socket options that hand out a pidfd of the peer (Linux 6.5).
+const (
+	soPassPidfd = 76
+	soPeerPidfd = 77
+	clonePidfd  = 0x1000
+)
+
 func sysinfoABIFor(goarch string) (sysinfoABI, error) {
+	i386 := abiCalls{sysinfo: 116, clone: 120, clone3: 435, pidfdOpen: 434, getsockopt: 365, setsockopt: 366, socketcall: 102}
 	switch goarch {
 	case "amd64":
-		return sysinfoABI{native: unix.AUDIT_ARCH_X86_64, nr: 99, x32nr: 0x40000000 | 99, compat: unix.AUDIT_ARCH_I386, compatNr: 116}, nil
+		return sysinfoABI{native: unix.AUDIT_ARCH_X86_64, nr: 99, x32: true, compat: unix.AUDIT_ARCH_I386,
+			sys:       abiCalls{sysinfo: 99, clone: 56, clone3: 435, pidfdOpen: 434, getsockopt: 55, setsockopt: 54, socketcall: noSyscall},
+			compatSys: i386}, nil
 	case "arm64":
-		return sysinfoABI{native: unix.AUDIT_ARCH_AARCH64, nr: 179, x32nr: noSyscall, compat: unix.AUDIT_ARCH_ARM, compatNr: 116}, nil
+		return sysinfoABI{native: unix.AUDIT_ARCH_AARCH64, nr: 179, compat: unix.AUDIT_ARCH_ARM,
+			sys:       abiCalls{sysinfo: 179, clone: 220, clone3: 435, pidfdOpen: 434, getsockopt: 209, setsockopt: 208, socketcall: noSyscall},
+			compatSys: abiCalls{sysinfo: 116, clone: 120, clone3: 435, pidfdOpen: 434, getsockopt: 295, setsockopt: 294, socketcall: noSyscall}}, nil
 	}
 	return sysinfoABI{}, fmt.Errorf("agent shim: no sysinfo filter for %s", goarch)
+}
+
+// bpfProg assembles a classic BPF program with forward jumps to labels.
+type bpfProg struct {
+	ins    []unix.SockFilter
+	labels map[string]int
+	fix    []bpfFix
+}
+
+type bpfFix struct {
+	at     int
+	jt, jf string // "" = next instruction
+}
+
+func (p *bpfProg) label(name string) { p.labels[name] = len(p.ins) }
+
+func (p *bpfProg) stmt(code uint16, k uint32) {
+	p.ins = append(p.ins, unix.SockFilter{Code: code, K: k})
+}
+
+func (p *bpfProg) jump(code uint16, k uint32, jt, jf string) {
+	p.fix = append(p.fix, bpfFix{at: len(p.ins), jt: jt, jf: jf})
+	p.ins = append(p.ins, unix.SockFilter{Code: code, K: k})
+}
+
+func (p *bpfProg) assemble() []unix.SockFilter {
+	for _, f := range p.fix {
+		off := func(l string) uint8 {
+			if l == "" {
+				return 0
+			}
+			to, ok := p.labels[l]
+			if !ok || to <= f.at || to-f.at-1 > 255 {
+				panic("agent shim: bad filter label " + l)
+			}
+			return uint8(to - f.at - 1)
+		}
+		p.ins[f.at].Jt, p.ins[f.at].Jf = off(f.jt), off(f.jf)
+	}
+	return p.ins
 }
 
 // sysinfoFilter is the classic BPF program described above.
@@ -54,24 +125,58 @@ func sysinfoFilter(abi sysinfoABI) []unix.SockFilter {
 	const (
 		ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 		ret   = unix.BPF_RET | unix.BPF_K
-		// offsets in struct seccomp_data
+		// offsets in struct seccomp_data (little-endian low words)
 		offNr   = 0
 		offArch = 4
+		offArg0 = 16
+		offArg1 = 24
+		offArg2 = 32
 	)
-	return []unix.SockFilter{
-		/* 0 */ {Code: ldAbs, K: offArch},
-		/* 1 */ {Code: jeq, K: abi.native, Jt: 0, Jf: 4}, // → 2, else 6
-		/* 2 */ {Code: ldAbs, K: offNr},
-		/* 3 */ {Code: jeq, K: abi.nr, Jt: 0, Jf: 1}, // → 4, else 5
-		/* 4 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
-		/* 5 */ {Code: jeq, K: abi.x32nr, Jt: 3, Jf: 4}, // → 9, else 10
-		/* 6 */ {Code: jeq, K: abi.compat, Jt: 0, Jf: 3}, // → 7, else 10
-		/* 7 */ {Code: ldAbs, K: offNr},
-		/* 8 */ {Code: jeq, K: abi.compatNr, Jt: 0, Jf: 1}, // → 9, else 10
-		/* 9 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-		/* 10 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+	p := &bpfProg{labels: map[string]int{}}
+	// calls emits the checks of one ABI; nr is loaded.
+	calls := func(c abiCalls, prefix string, sysinfo string) {
+		p.jump(jeq, c.sysinfo, sysinfo, "")
+		p.jump(jeq, c.pidfdOpen, "enosys", "")
+		p.jump(jeq, c.clone3, "enosys", "")
+		p.jump(jeq, c.socketcall, "enosys", "")
+		p.jump(jeq, c.clone, prefix+"clone", "")
+		p.jump(jeq, c.getsockopt, prefix+"sockopt", "")
+		p.jump(jeq, c.setsockopt, prefix+"sockopt", "allow")
+		p.label(prefix + "clone")
+		p.stmt(ldAbs, offArg0)
+		p.jump(jset, clonePidfd, "einval", "allow")
+		p.label(prefix + "sockopt")
+		p.stmt(ldAbs, offArg1)
+		p.jump(jeq, unix.SOL_SOCKET, "", "allow")
+		p.stmt(ldAbs, offArg2)
+		p.jump(jeq, soPassPidfd, "enoprotoopt", "")
+		p.jump(jeq, soPeerPidfd, "enoprotoopt", "allow")
 	}
+	p.stmt(ldAbs, offArch)
+	p.jump(jeq, abi.native, "", "compat")
+	p.stmt(ldAbs, offNr)
+	if abi.x32 {
+		p.jump(jge, 0x40000000, "enosys", "")
+	}
+	calls(abi.sys, "n", "notify")
+	p.label("compat")
+	p.jump(jeq, abi.compat, "", "allow")
+	p.stmt(ldAbs, offNr)
+	calls(abi.compatSys, "c", "enosys")
+	p.label("notify")
+	p.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	p.label("enosys")
+	p.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
+	p.label("einval")
+	p.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EINVAL))
+	p.label("enoprotoopt")
+	p.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOPROTOOPT))
+	p.label("allow")
+	p.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	return p.assemble()
 }
 
 // seccompNotif is struct seccomp_notif.

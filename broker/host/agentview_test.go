@@ -173,6 +173,31 @@ func probeMain(args []string) int {
 			if _, err := unix.SysvShmGet(key, 0, 0); err != nil {
 				r.Connect["shm:"+arg] = err.Error()
 			}
+		case "pidfd":
+			// Every way the filter closes to a pidfd, whose inode number
+			// counts the host's tasks: "" means the agent got one.
+			r.Connect["pidfd_open"] = ""
+			if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
+				r.Connect["pidfd_open"] = err.Error()
+			} else {
+				unix.Close(fd)
+			}
+			r.Connect["clone3"] = ""
+			if _, _, e := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0); e == unix.ENOSYS {
+				r.Connect["clone3"] = e.Error()
+			}
+			r.Connect["SO_PEERPIDFD"] = ""
+			if fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0); err != nil {
+				r.Connect["SO_PEERPIDFD"] = err.Error()
+			} else {
+				if fd, err := unix.GetsockoptInt(fds[0], unix.SOL_SOCKET, soPeerPidfd); err != nil {
+					r.Connect["SO_PEERPIDFD"] = err.Error()
+				} else {
+					unix.Close(fd)
+				}
+				unix.Close(fds[0])
+				unix.Close(fds[1])
+			}
 		case "counters":
 			r.Counters[0] = readCounters()
 			fmt.Println("ready")
@@ -797,20 +822,33 @@ func TestSysinfoFilter(t *testing.T) {
 	abi, err := sysinfoABIFor(runtime.GOARCH)
 	require.NoError(t, err)
 	prog := sysinfoFilter(abi)
+	c := abi.sys
+	args := func(a0, a1, a2 uint64) [6]uint64 { return [6]uint64{a0, a1, a2} }
 	for _, tc := range []struct {
+		name string
 		nr   uint32
+		args [6]uint64
 		want string
 	}{
-		{abi.nr, "user_notif"},
-		{abi.x32nr, "errno ENOSYS"},
-		{0, "allow"},
-		{abi.nr + 1, "allow"},
-		{abi.nr - 1, "allow"},
-		{abi.compatNr, "allow"}, // the compat number, called natively, is another call
+		{"sysinfo goes to the shim", abi.nr, args(0, 0, 0), "user_notif"},
+		{"x32 calls are refused", 0x40000000 | abi.nr, args(0, 0, 0), "errno ENOSYS"},
+		{"x32 read is refused", 0x40000000, args(0, 0, 0), "errno ENOSYS"},
+		{"read", 0, args(0, 0, 0), "allow"},
+		{"the call after sysinfo", abi.nr + 1, args(0, 0, 0), "allow"},
+		{"the call before sysinfo", abi.nr - 1, args(0, 0, 0), "allow"},
+		{"pidfd_open", c.pidfdOpen, args(1, 0, 0), "errno ENOSYS"},
+		{"clone3", c.clone3, args(0, 88, 0), "errno ENOSYS"},
+		{"clone for a thread", c.clone, args(0x3d0f00, 0, 0), "allow"},
+		{"fork through clone", c.clone, args(0x1200011, 0, 0), "allow"},
+		{"clone with CLONE_PIDFD", c.clone, args(0x1200011|clonePidfd, 0, 0), "errno EINVAL"},
+		{"getsockopt SO_PEERPIDFD", c.getsockopt, args(3, unix.SOL_SOCKET, soPeerPidfd), "errno ENOPROTOOPT"},
+		{"setsockopt SO_PASSPIDFD", c.setsockopt, args(3, unix.SOL_SOCKET, soPassPidfd), "errno ENOPROTOOPT"},
+		{"getsockopt SO_PEERCRED", c.getsockopt, args(3, unix.SOL_SOCKET, unix.SO_PEERCRED), "allow"},
+		{"setsockopt of another level, same number", c.setsockopt, args(3, unix.IPPROTO_TCP, soPassPidfd), "allow"},
 	} {
-		got, err := policy.Evaluate(prog, arch, tc.nr, [6]uint64{})
+		got, err := policy.Evaluate(prog, arch, tc.nr, tc.args)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, got, "syscall %d", tc.nr)
+		assert.Equal(t, tc.want, got, tc.name)
 	}
 }
 
@@ -878,6 +916,30 @@ func BenchmarkAgentSysinfo(b *testing.B) {
 // TestAgentIPCNamespace: a System V segment the host holds, open to
 // everyone, is out of the agent's reach. The weakened twin runs the same
 // probe as the same user outside RunAgent's IPC namespace, and finds it.
+// TestAgentGetsNoPidfd: since Linux 6.9 a pidfd's inode number counts
+// every task the host creates, so a sandbox's threads would show in it.
+func TestAgentGetsNoPidfd(t *testing.T) {
+	fx := newViewFixture(t)
+	r, code, stderr := fx.runProbe(t, fx.args, shimKnobs{}, nil, "pidfd")
+	require.Equal(t, 0, code, stderr)
+	for _, k := range []string{"pidfd_open", "clone3", "SO_PEERPIDFD"} {
+		assert.NotEmpty(t, r.Connect[k], "the agent got a pidfd through %s", k)
+	}
+	assert.Equal(t, unix.ENOSYS.Error(), r.Connect["pidfd_open"])
+	assert.Equal(t, unix.ENOPROTOOPT.Error(), r.Connect["SO_PEERPIDFD"])
+
+	// Weakened twin: the same probe outside the shim's filter gets pidfds.
+	cmd := exec.Command(fx.probe, "pidfd")
+	cmd.Env = []string{agentViewProbeEnv + "=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var twin probeReport
+	require.NoError(t, json.Unmarshal(out, &twin))
+	assert.Empty(t, twin.Connect["pidfd_open"], "weakened twin: without the filter pidfd_open works")
+	assert.Empty(t, twin.Connect["SO_PEERPIDFD"], "weakened twin: without the filter SO_PEERPIDFD works")
+}
+
 func TestAgentIPCNamespace(t *testing.T) {
 	fx := newViewFixture(t)
 	key := 0x41574600 + os.Getpid()%256

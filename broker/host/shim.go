@@ -199,6 +199,10 @@ func runShim(a ShimArgs, argv []string, k shimKnobs) (int, error) {
 		return 1, fmt.Errorf("agent shim: no_new_privs: %w", err)
 	}
 	if !k.TestOnlyLiveSysinfo {
+		// The filter also refuses pidfds (see agentview_sysinfo.go). The
+		// shim starts no process before this point, so Go's own pidfd
+		// probe runs under the filter, finds none, and os.StartProcess
+		// below does not ask clone for one.
 		listener, err := installSysinfoFilter()
 		if err != nil {
 			return 1, err
