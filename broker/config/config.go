@@ -34,6 +34,8 @@ var Sensitivities = []string{"public", "internal", "confidential", "sealed"}
 type Config struct {
 	BoundedQueries BoundedQueries
 	Agent          Agent
+	// APIProxy is the apiProxy block; nil when the document has none.
+	APIProxy *APIProxy
 	// Warnings are operator-readable notes, such as legacy bare-string repos.
 	Warnings []string
 }
@@ -99,6 +101,63 @@ const (
 // AgentNetworks lists the accepted values of agent.network.
 func AgentNetworks() []string { return []string{AgentNetworkHost, AgentNetworkNone} }
 
+// The defaults and bounds of the apiProxy block. The request and token
+// defaults are the seed's per-invocation ones: conservative, widened
+// explicitly by the operator.
+const (
+	DefaultAPIMaxModelRequests = 8
+	DefaultAPIMaxModelTokens   = 1024
+	DefaultAPIMaxRequestBytes  = 4 << 20
+	DefaultAPIMaxResponseBytes = 1 << 20
+	DefaultAPITimeout          = 60
+	MaxAPIMaxModelRequests     = 100000
+	MaxAPIMaxModelTokens       = 1000000
+	MaxAPIBodyBytes            = 64 << 20
+	MinAPIBodyBytes            = 1024
+)
+
+// The provider protocols of apiProxy.targets, and their default key variables.
+const (
+	TargetOpenAI    = "openai"
+	TargetAnthropic = "anthropic"
+)
+
+// APITargets lists the accepted keys of apiProxy.targets.
+func APITargets() []string { return []string{TargetOpenAI, TargetAnthropic} }
+
+// APIProxy is the apiProxy block with defaults applied. Its limits are the
+// primary agent's; bounded-agent invocations get their own.
+type APIProxy struct {
+	// Targets maps a protocol (TargetOpenAI, TargetAnthropic) to its
+	// upstream; at least one is present.
+	Targets          map[string]APITarget
+	MaxModelRequests int
+	MaxModelTokens   int
+	MaxRequestBytes  int64
+	MaxResponseBytes int64
+	TimeoutSeconds   int
+}
+
+// APITarget is one upstream provider endpoint.
+type APITarget struct {
+	// BaseURL is the URL that the protocol's fixed path (/v1/...) follows:
+	// https, or http on a loopback host only. Never "" after loading.
+	BaseURL string
+	// APIKeyEnv names the variable of awf's environment that holds the key.
+	APIKeyEnv string
+	// Model is the only model the primary agent may name; "" lets the
+	// primary agent use no model on this target.
+	Model string
+}
+
+// DefaultAPITarget returns the defaults of one target.
+func DefaultAPITarget(protocol string) APITarget {
+	if protocol == TargetAnthropic {
+		return APITarget{BaseURL: "https://api.anthropic.com", APIKeyEnv: "ANTHROPIC_API_KEY"}
+	}
+	return APITarget{BaseURL: "https://api.openai.com", APIKeyEnv: "OPENAI_API_KEY"}
+}
+
 // LoadFile reads a configuration file; "-" reads stdin.
 func LoadFile(path string, stdin io.Reader) (*Config, error) {
 	var r io.Reader
@@ -144,6 +203,11 @@ var (
 	userShape   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	absPath     = regexp.MustCompile(`^/.*$`)
 	envName     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+	// baseURLShape: https to any DNS name or IPv4 address, or plain http to
+	// a loopback address only (tests and local servers), with an optional
+	// path prefix; no user info, query or fragment.
+	baseURLShape = regexp.MustCompile(`^(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|\[::1\]))(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~-]+)*/?$`)
+	modelShape   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 )
 
 // ValidSlug reports whether s is a bare owner/name slug as the config accepts it.

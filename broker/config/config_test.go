@@ -127,6 +127,30 @@ var configCases = []struct {
 	{"persisted false", `{"agent":{"allowPersistedCredentials":false}}`, true},
 	{"persisted string", `{"agent":{"allowPersistedCredentials":"yes"}}`, false},
 	{"agent null", `{"agent":null}`, false},
+	{"api proxy seed example", `{"apiProxy":{"targets":{"openai":{}}}}`, true},
+	{"api proxy both targets", `{"apiProxy":{"targets":{"openai":{"model":"gpt-4o-mini"},"anthropic":{"model":"claude-sonnet-4-5","apiKeyEnv":"MY_ANTHROPIC_KEY"}}}}`, true},
+	{"api proxy no targets", `{"apiProxy":{}}`, false},
+	{"api proxy empty targets", `{"apiProxy":{"targets":{}}}`, false},
+	{"api proxy unknown target", `{"apiProxy":{"targets":{"gemini":{}}}}`, false},
+	{"api proxy unknown key", `{"apiProxy":{"targets":{"openai":{}},"streaming":true}}`, false},
+	{"api proxy target unknown key", `{"apiProxy":{"targets":{"openai":{"insecure":true}}}}`, false},
+	{"api proxy https base", `{"apiProxy":{"targets":{"openai":{"baseUrl":"https://llm.example.com:8443/openai"}}}}`, true},
+	{"api proxy http loopback", `{"apiProxy":{"targets":{"openai":{"baseUrl":"http://127.0.0.1:8000"}}}}`, true},
+	{"api proxy http v6 loopback", `{"apiProxy":{"targets":{"anthropic":{"baseUrl":"http://[::1]:8000/"}}}}`, true},
+	{"api proxy http remote", `{"apiProxy":{"targets":{"openai":{"baseUrl":"http://llm.example.com"}}}}`, false},
+	{"api proxy http loopback lookalike", `{"apiProxy":{"targets":{"openai":{"baseUrl":"http://127.0.0.1.example.com"}}}}`, false},
+	{"api proxy http localhost", `{"apiProxy":{"targets":{"openai":{"baseUrl":"http://localhost:8000"}}}}`, false},
+	{"api proxy user info", `{"apiProxy":{"targets":{"openai":{"baseUrl":"https://u:p@llm.example.com"}}}}`, false},
+	{"api proxy query", `{"apiProxy":{"targets":{"openai":{"baseUrl":"https://llm.example.com/?k=v"}}}}`, false},
+	{"api proxy other scheme", `{"apiProxy":{"targets":{"openai":{"baseUrl":"ftp://llm.example.com"}}}}`, false},
+	{"api proxy key env lower", `{"apiProxy":{"targets":{"openai":{"apiKeyEnv":"openai_api_key"}}}}`, false},
+	{"api proxy model bad", `{"apiProxy":{"targets":{"openai":{"model":" gpt"}}}}`, false},
+	{"api proxy limits", `{"apiProxy":{"targets":{"openai":{}},"maxModelRequests":100,"maxModelTokens":4096,"maxRequestBytes":1048576,"maxResponseBytes":2097152,"timeout":120}}`, true},
+	{"api proxy zero requests", `{"apiProxy":{"targets":{"openai":{}},"maxModelRequests":0}}`, false},
+	{"api proxy tokens too many", `{"apiProxy":{"targets":{"openai":{}},"maxModelTokens":1000001}}`, false},
+	{"api proxy tiny body", `{"apiProxy":{"targets":{"openai":{}},"maxRequestBytes":1023}}`, false},
+	{"api proxy timeout too long", `{"apiProxy":{"targets":{"openai":{}},"timeout":541}}`, false},
+	{"api proxy null", `{"apiProxy":null}`, false},
 }
 
 func checkSchema(t testing.TB, doc []byte) error {
@@ -199,4 +223,21 @@ func TestParseMemory(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
+}
+
+func TestAPIProxyDefaults(t *testing.T) {
+	c, err := Load([]byte(`{"apiProxy":{"targets":{"openai":{},"anthropic":{"model":"claude-x","baseUrl":"http://127.0.0.1:9"}}}}`))
+	require.NoError(t, err)
+	require.NotNil(t, c.APIProxy)
+	assert.Equal(t, &APIProxy{
+		Targets: map[string]APITarget{
+			"openai":    {BaseURL: "https://api.openai.com", APIKeyEnv: "OPENAI_API_KEY"},
+			"anthropic": {BaseURL: "http://127.0.0.1:9", APIKeyEnv: "ANTHROPIC_API_KEY", Model: "claude-x"},
+		},
+		MaxModelRequests: 8, MaxModelTokens: 1024,
+		MaxRequestBytes: 4 << 20, MaxResponseBytes: 1 << 20, TimeoutSeconds: 60,
+	}, c.APIProxy)
+	c, err = Load([]byte(`{}`))
+	require.NoError(t, err)
+	assert.Nil(t, c.APIProxy, "no apiProxy block means no proxy")
 }

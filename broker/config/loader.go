@@ -76,7 +76,7 @@ func (l *loader) config(tree any) *Config {
 		MaxInvocations: DefaultMaxInvocations,
 		PrivateRepos:   []Repo{},
 	}, Agent: Agent{Network: AgentNetworkHost}}
-	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent")
+	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy")
 	if !ok {
 		return c
 	}
@@ -88,6 +88,9 @@ func (l *loader) config(tree any) *Config {
 	}
 	if v, ok := top["agent"]; ok {
 		l.agent(v, &c.Agent, &c.Warnings)
+	}
+	if v, ok := top["apiProxy"]; ok {
+		c.APIProxy = l.apiProxy(v)
 	}
 	mem, err := ParseMemory(c.BoundedQueries.MemoryLimit)
 	if err == nil {
@@ -354,4 +357,91 @@ func (l *loader) agentEnv(p string, v any) []string {
 		}
 	}
 	return out
+}
+
+func (l *loader) apiProxy(v any) *APIProxy {
+	const p = "apiProxy"
+	a := &APIProxy{
+		Targets:          map[string]APITarget{},
+		MaxModelRequests: DefaultAPIMaxModelRequests,
+		MaxModelTokens:   DefaultAPIMaxModelTokens,
+		MaxRequestBytes:  DefaultAPIMaxRequestBytes,
+		MaxResponseBytes: DefaultAPIMaxResponseBytes,
+		TimeoutSeconds:   DefaultAPITimeout,
+	}
+	m, ok := l.object(p, v, "targets", "maxModelRequests", "maxModelTokens", "maxRequestBytes", "maxResponseBytes", "timeout")
+	if !ok {
+		return a
+	}
+	if tv, ok := m["targets"]; !ok {
+		l.fail(p+".targets", "is required (at least one of %s)", strings.Join(APITargets(), ", "))
+	} else if tm, ok := l.object(p+".targets", tv, APITargets()...); ok {
+		if len(tm) == 0 {
+			l.fail(p+".targets", "must name at least one of %s", strings.Join(APITargets(), ", "))
+		}
+		for _, name := range APITargets() {
+			if t, ok := tm[name]; ok {
+				a.Targets[name] = l.apiTarget(p+".targets."+name, name, t)
+			}
+		}
+	}
+	if v, ok := m["maxModelRequests"]; ok {
+		if n, ok := l.integer(p+".maxModelRequests", v, 1, MaxAPIMaxModelRequests); ok {
+			a.MaxModelRequests = int(n)
+		}
+	}
+	if v, ok := m["maxModelTokens"]; ok {
+		if n, ok := l.integer(p+".maxModelTokens", v, 1, MaxAPIMaxModelTokens); ok {
+			a.MaxModelTokens = int(n)
+		}
+	}
+	if v, ok := m["maxRequestBytes"]; ok {
+		if n, ok := l.integer(p+".maxRequestBytes", v, MinAPIBodyBytes, MaxAPIBodyBytes); ok {
+			a.MaxRequestBytes = n
+		}
+	}
+	if v, ok := m["maxResponseBytes"]; ok {
+		if n, ok := l.integer(p+".maxResponseBytes", v, MinAPIBodyBytes, MaxAPIBodyBytes); ok {
+			a.MaxResponseBytes = n
+		}
+	}
+	if v, ok := m["timeout"]; ok {
+		if n, ok := l.integer(p+".timeout", v, 1, MaxTimeout); ok {
+			a.TimeoutSeconds = int(n)
+		}
+	}
+	return a
+}
+
+func (l *loader) apiTarget(p, protocol string, v any) APITarget {
+	t := DefaultAPITarget(protocol)
+	m, ok := l.object(p, v, "baseUrl", "apiKeyEnv", "model")
+	if !ok {
+		return t
+	}
+	if v, ok := m["baseUrl"]; ok {
+		if s, ok := l.str(p+".baseUrl", v); ok {
+			if !baseURLShape.MatchString(s) {
+				l.fail(p+".baseUrl", "%q: want https://HOST[:PORT][/PREFIX], or http:// to 127.0.0.1 or [::1] only; no user, query or fragment", s)
+			}
+			t.BaseURL = s
+		}
+	}
+	if v, ok := m["apiKeyEnv"]; ok {
+		if s, ok := l.str(p+".apiKeyEnv", v); ok {
+			if !envName.MatchString(s) {
+				l.fail(p+".apiKeyEnv", "%q is not an upper-case variable name (A-Z, 0-9, _; at most 128)", s)
+			}
+			t.APIKeyEnv = s
+		}
+	}
+	if v, ok := m["model"]; ok {
+		if s, ok := l.str(p+".model", v); ok {
+			if !modelShape.MatchString(s) {
+				l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
+			}
+			t.Model = s
+		}
+	}
+	return t
 }
