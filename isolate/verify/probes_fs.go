@@ -483,7 +483,11 @@ answer(res)
 				v, what = batch, "a fresh inode batch at"
 			}
 			if v >= lo && v <= hi {
-				return Fail, fmt.Sprintf("%s %d inside, within the host's inode counter %d..%d during the run", what, v, c.inoBefore, after)
+				ev := fmt.Sprintf("%s %d inside, within the host's inode counter %d..%d during the run", what, v, c.inoBefore, after)
+				if r := c.traits.procInodeResidual; r != "" {
+					return Warn, ev + ": " + r
+				}
+				return Fail, ev
 			}
 			return Pass, fmt.Sprintf("%s %d inside, outside the host's inode counter %d..%d: the runtime numbers its own", what, v, c.inoBefore, after)
 		},

@@ -103,4 +103,20 @@ func TestProcInodeCounterCheck(t *testing.T) {
 	c.inoBefore, c.inoAfter = -1, -1
 	st, ev = p.check(c)
 	assert.Equal(t, Fail, st, "a batched counter that cannot be compared proves nothing: %s", ev)
+
+	// A runtime that declares the residual gets a WARN naming it, never a
+	// PASS; the same reading on a runtime that declares nothing fails.
+	for _, rt := range []struct {
+		name string
+		want Status
+	}{{"docker", Warn}, {"direct", Fail}, {"gvisor", Fail}} {
+		c = answerCtx(t, p, map[string]any{"proc": "ok", "batch": now, "ino": now + 1})
+		c.traits = traitsFor(rt.name)
+		c.inoBefore, c.inoAfter = start, now
+		st, ev = p.check(c)
+		assert.Equal(t, rt.want, st, "%s: %s", rt.name, ev)
+		if rt.want == Warn {
+			assert.Contains(t, ev, "declared residual")
+		}
+	}
 }
