@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // Failure reasons written to the audit log. The first group matches the
@@ -66,6 +71,16 @@ type Record struct {
 	ElapsedMs *int64 `json:"elapsedMs,omitempty"`
 	Event     string `json:"event,omitempty"`
 	Detail    string `json:"detail,omitempty"`
+	// ScriptSHA256 and SchemaSHA256 say what was asked without keeping it:
+	// the hex sha256 of the script body and of the canonical schema text
+	// (CanonicalSchema). Set on the invocation and failure records of a
+	// request that was framed.
+	ScriptSHA256 string `json:"scriptSha256,omitempty"`
+	SchemaSHA256 string `json:"schemaSha256,omitempty"`
+	// AWFVersion (proto.Version) and CIRunID (GITHUB_RUN_ID of the process
+	// that wrote the record, when set) are stamped on every record by Write.
+	AWFVersion string `json:"awfVersion,omitempty"`
+	CIRunID    string `json:"ciRunId,omitempty"`
 }
 
 // Audit is the protected audit log: JSONL appended to a 0600 file in a 0700
@@ -74,6 +89,8 @@ type Audit struct {
 	mu  sync.Mutex
 	f   *os.File
 	now func() time.Time
+	// version and ciRunID are stamped on every record.
+	version, ciRunID string
 }
 
 // OpenAudit creates dir (0700) if needed and opens name in it for appending
@@ -83,7 +100,7 @@ func OpenAudit(dir, name string) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Audit{f: f, now: time.Now}, nil
+	return &Audit{f: f, now: time.Now, version: proto.Version(), ciRunID: os.Getenv("GITHUB_RUN_ID")}, nil
 }
 
 func openProtected(dir, name string) (*os.File, error) {
@@ -111,6 +128,7 @@ func (a *Audit) Write(r Record) {
 		return
 	}
 	r.TS = a.now().UTC().Format(time.RFC3339Nano)
+	r.AWFVersion, r.CIRunID = a.version, a.ciRunID
 	r.Detail = truncateUTF8(r.Detail, maxDetail)
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -202,4 +220,40 @@ func (t *TelemetryLog) Close() error {
 		return nil
 	}
 	return t.f.Close()
+}
+
+// taskDigests returns the hex sha256 of a task's script and of its canonical
+// schema, for the audit record; empty for kinds that have neither.
+func taskDigests(t Task) (script, schema string) {
+	q, ok := t.(queryTask)
+	if !ok {
+		return "", ""
+	}
+	sum := sha256.Sum256(q.r.Script)
+	script = hex.EncodeToString(sum[:])
+	if c, err := CanonicalSchema(q.r.Schema.Compact()); err == nil {
+		sum = sha256.Sum256(c)
+		schema = hex.EncodeToString(sum[:])
+	}
+	return script, schema
+}
+
+// CanonicalSchema is a schema's text with object keys sorted, no whitespace
+// and numbers as written, so the same schema sent with another key order or
+// spacing has the same digest. The input is already strictly parsed (no
+// duplicate keys).
+func CanonicalSchema(compact []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(compact))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("canonical schema: %w", err)
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, fmt.Errorf("canonical schema: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -244,6 +244,7 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 	bits := charge
 	el := elapsed.Milliseconds()
 	rec := Record{InvocationID: id, Repo: key, Sensitivity: seed.Sensitivity, Bits: &bits, Outcome: outcome, ElapsedMs: &el}
+	rec.ScriptSHA256, rec.SchemaSHA256 = taskDigests(task)
 	if inTime {
 		ms := bucket.Milliseconds()
 		rec.BucketMs = &ms
