@@ -73,20 +73,13 @@ func (b *battery) runAll(ctx context.Context, probes []Probe, withFilter bool) [
 			b.progress(r)
 		}
 	}
-	for i, p := range probes {
+	for _, p := range probes {
 		if ctx.Err() != nil {
 			emit(Result{ID: p.ID, Group: p.Group, Status: Fail, Evidence: "not run: " + ctx.Err().Error()})
 			continue
 		}
 		r, _ := b.runProbe(ctx, p, nil)
 		emit(r)
-		if i == 0 {
-			b.scan.setBaseline()
-		}
-	}
-	if len(probes) == 0 {
-		// Still take a baseline so the filter job's leftovers are judged.
-		b.scan.setBaseline()
 	}
 	if withFilter {
 		for _, r := range b.filterResults(ctx) {
@@ -157,6 +150,13 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	}
 	pid, _, _ := si.snapshot()
 	b.tally.add(p.ID, b.scan.scan(inv, si, runEnd), pid != 0)
+	if !b.scan.hasBaseline() {
+		// The baseline follows the battery's first run, whichever job that
+		// is (a probe, or the filter job when the selection holds no
+		// probe), so that what the runtime keeps once per run is never a
+		// leftover and everything after it is judged.
+		b.scan.setBaseline()
+	}
 
 	res.Kind = string(out.Kind)
 	c := &probeCtx{runtime: b.name, traits: b.traits, out: out, limits: lim, fx: b.fx, hits: hits, job: si.jobFacts(), inoBefore: ino0, inoAfter: ino1}

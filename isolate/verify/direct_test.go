@@ -167,3 +167,24 @@ func userNamespacesPossible(t *testing.T) bool {
 	}
 	return gatherUserns().enabled()
 }
+
+// TestDirectFilterSelection runs the selection docs/verify.md gives,
+// "--probe filter/", in the real direct sandbox: the root image the runtime
+// keeps for the run is not a leftover of the filter job.
+func TestDirectFilterSelection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Runtimes: []string{"direct"}, Required: []string{"direct"}, RootFS: testRootFS,
+		Probes: []string{"filter/"}, Environ: []string{}})
+	require.NoError(t, err)
+	rr := rep.Runtimes[0]
+	require.NotEqual(t, Blocked, rr.Status, "the direct runtime must be available here: %s", rr.Reason)
+	ids := map[string]bool{}
+	for _, r := range rr.Results {
+		ids[r.ID] = true
+		assert.Contains(t, []Status{Pass, Warn}, r.Status, "%s: %s", r.ID, r.Evidence)
+	}
+	for _, id := range RuntimeChecks {
+		assert.True(t, ids[id], "%s is reported", id)
+	}
+}

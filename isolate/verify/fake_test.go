@@ -271,3 +271,32 @@ func TestBlockedAndRequired(t *testing.T) {
 	assert.Equal(t, !hostFail, rep.OK, "BLOCKED runtimes that are not required do not fail the run")
 	assert.False(t, run("gvisor").OK, "--require turns BLOCKED into failure")
 }
+
+// TestFakeSelectionLeftoversJudgeOnlyWhatRan runs selections whose first run
+// creates what a runtime keeps once per run (the root image and its journal
+// entry): it is not a leftover, whichever job runs first, and a selection
+// of the filter checks alone judges the filter job only.
+func TestFakeSelectionLeftoversJudgeOnlyWhatRan(t *testing.T) {
+	perRun := func(f *fakeRuntime, p Probe, s isolate.Spec) isolate.Outcome {
+		dir := filepath.Join(f.h.StateDir, "roots", f.h.RunID+"-img")
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		return passing(f, p, s)
+	}
+	for _, sel := range [][]string{{"filter/"}, {"filter/loaded"}, {"filter/denylist"}, {"ctl/python"}, {"ctl/python", "filter/"}} {
+		t.Run(strings.Join(sel, ","), func(t *testing.T) {
+			rep := runFake(t, &fakeRuntime{respond: perRun}, sel)
+			rs := results(rep)
+			for _, id := range []string{"leftover/processes", "leftover/cgroups", "leftover/mounts", "leftover/state"} {
+				assert.Equal(t, Pass, rs[id].Status, "%s: %s", id, rs[id].Evidence)
+			}
+		})
+	}
+	// A second run's leftover is still found in a filter-only selection.
+	rep := runFake(t, &fakeRuntime{respond: func(f *fakeRuntime, p Probe, s isolate.Spec) isolate.Outcome {
+		_ = os.WriteFile(filepath.Join(f.h.StateDir, "sandbox-"+s.Job.InvocationID), nil, 0o600)
+		return passing(f, p, s)
+	}}, []string{"filter/"})
+	r := results(rep)["leftover/state"]
+	assert.Equal(t, Fail, r.Status, "an entry named after the invocation is a leftover even in the first run: %s", r.Evidence)
+	assert.Contains(t, r.Evidence, "filter/loaded")
+}

@@ -175,12 +175,15 @@ func newLeftoverScanner(stateDir, runID, parent string, watch []string) *leftove
 }
 
 // setBaseline records the state directory and mount table as the runtime
-// keeps them between runs. It is taken after the first probe, so that
+// keeps them between runs. It is taken after the battery's first run, so that
 // resources the runtime creates once per run are not counted as leftovers.
 func (s *leftoverScanner) setBaseline() {
 	s.baseState = setOf(s.stateEntries())
 	s.baseMounts = setOf(s.mountLines())
 }
+
+// hasBaseline reports whether setBaseline ran.
+func (s *leftoverScanner) hasBaseline() bool { return s.baseState != nil && s.baseMounts != nil }
 
 func setOf(xs []string) map[string]bool {
 	m := make(map[string]bool, len(xs))
