@@ -107,7 +107,8 @@ func writeConfig(t *testing.T, dir, runtime, dockerSocket string, repos []secret
 		priv = append(priv, map[string]any{"repo": r.slug, "sensitivity": "confidential", "source": r.dir})
 	}
 	b := map[string]any{
-		"enabled": true, "runtime": runtime, "privateRepos": priv, "maxInvocations": 1000,
+		// 60 s per script: the long run's live sender needs about 30 s.
+		"enabled": true, "runtime": runtime, "privateRepos": priv, "maxInvocations": 1000, "timeout": 60,
 		"rootfs": map[string]any{"path": rootfsDir, "digest": rootfsHash},
 	}
 	if dockerSocket != "" {
