@@ -257,6 +257,7 @@ func verifyRuntimes(rts, req []string) (names, required []string, err error) {
 }
 
 const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require AGENT/QUERY]... [--docker-socket PATH]
+                         [--cgroup-parent NAME] [--runsc PATH]
 
 Prints the agent-runtime × query-runtime availability matrix of this host.
 AGENT is host, docker, gvisor or sbx; QUERY is direct, gvisor, docker or sbx.

@@ -1,6 +1,15 @@
 // Command awf is the operator CLI: it stages private repositories, runs the
 // bounded-query broker around an agent command, and offers the schema, policy,
-// rootfs and isolate tools that operators and security teams use.
+// rootfs, isolate, config and audit tools that operators and security teams use.
+//
+// Parsing is Go's standard flag package plus one command tree (tree below):
+// the tree dispatches every level, answers -h/--help on stdout with exit 0,
+// reports usage errors on stderr with exit 2, accepts --flag=value for every
+// value flag, and generates shell completion. No CLI library: each leaf keeps
+// the parser it has (most use flag.FlagSet), the tree adds the shared rules
+// around them, and the binary gains no dependency. A library such as cobra
+// would remove no more hand-rolled parsing than the tree does while making
+// every subcommand file depend on it.
 package main
 
 import (
@@ -9,10 +18,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/proto"
 )
 
 func init() {
@@ -31,27 +43,175 @@ type env struct {
 // command runs one subcommand and returns the process exit status.
 type command func(ctx context.Context, e env) int
 
-// commands maps the first argument to its subcommand. Each group lives in its
-// own file: schema.go, policy.go, rootfs.go, isolate*.go, run.go.
-func commands() map[string]command {
-	return map[string]command{
-		"schema":  cmdSchema,
-		"policy":  cmdPolicy,
-		"rootfs":  cmdRootfs,
-		"isolate": cmdIsolate,
-		"config":  cmdConfig,
-		"run":     cmdRun,
-		"broker":  cmdBroker,
+// node is one level of the command tree: a group (subs) or a leaf (run).
+type node struct {
+	name    string
+	summary string // one line, for the parent's help and completion
+	usage   string // full help text; a group without one gets a generated list
+	run     command
+	subs    []*node
+	// values are the leaf's flags that take a value (accepted as --f V and
+	// --f=V); bools are its flags that take none. Both feed completion, and
+	// a test checks them against the usage text.
+	values, bools []string
+	// internal are first arguments that select a hidden mode (a re-executed
+	// helper process): the arguments then pass through untouched.
+	internal []string
+}
+
+// delegate runs a group function that dispatches on its first argument
+// itself (schema.go, policy.go, rootfs.go), with the subcommand name put back.
+func delegate(group command, sub string) command {
+	return func(ctx context.Context, e env) int {
+		e.args = append([]string{sub}, e.args...)
+		return group(ctx, e)
 	}
 }
 
-func usage(w io.Writer) {
-	names := make([]string, 0)
-	for n := range commands() {
-		names = append(names, n)
+// tree is the whole command line of awf; dispatch, help, completion and the
+// CLI table test all walk it, so a subcommand missing here does not exist.
+// Each group lives in its own file.
+func tree() *node {
+	policyLeaf := func(name, summary string, values ...string) *node {
+		return &node{name: name, summary: summary, usage: policyUsage, run: delegate(cmdPolicy, name), values: values}
 	}
-	sort.Strings(names)
-	fmt.Fprintf(w, "usage: awf COMMAND [ARGS...]\ncommands: %v\n", names)
+	return &node{name: "awf", subs: []*node{
+		{name: "run", summary: "run an agent command with the bounded-query broker", usage: runUsage, run: cmdRun,
+			values: []string{"config"}, internal: []string{"--agent-shim"}},
+		{name: "broker", summary: "run the broker in the foreground", usage: brokerUsage, run: cmdBroker,
+			values: []string{"config"}, internal: []string{"--serve"}},
+		{name: "config", summary: "validate a configuration or print its JSON Schema", subs: []*node{
+			{name: "validate", summary: "check a configuration file", usage: configValidateUsage, run: configValidate,
+				values: []string{"config"}},
+			{name: "schema", summary: "print the configuration's JSON Schema", usage: configSchemaUsage, run: configSchema},
+		}},
+		{name: "schema", summary: "check schemas and validate answers", usage: schemaUsage, subs: []*node{
+			{name: "check", summary: "print a schema's cardinality and charge", usage: schemaUsage, run: delegate(cmdSchema, "check"),
+				bools: []string{"json"}},
+			{name: "validate", summary: "validate a /query/out file against a schema", usage: schemaUsage, run: delegate(cmdSchema, "validate"),
+				values: []string{"schema"}},
+		}},
+		{name: "policy", summary: "lint, show, compare and export seccomp policies", usage: policyUsage, subs: []*node{
+			policyLeaf("lint", "lint policy files"),
+			policyLeaf("show", "print a policy by group"),
+			policyLeaf("table", "print the decision table", "arch"),
+			policyLeaf("diff", "compare two decision tables", "arch"),
+			policyLeaf("bpf", "disassemble the compiled filter", "arch"),
+			policyLeaf("export", "export as Docker, OCI or libcontainer JSON", "format"),
+			policyLeaf("import", "draft a policy from a Docker or OCI profile"),
+		}},
+		{name: "rootfs", summary: "build and verify the Python root filesystem", usage: rootfsUsage, subs: []*node{
+			{name: "build", summary: "build the root filesystem", usage: rootfsUsage, run: delegate(cmdRootfs, "build"),
+				values: []string{"python", "out"}},
+			{name: "verify", summary: "recompute and check a root filesystem's digest", usage: rootfsUsage, run: delegate(cmdRootfs, "verify"),
+				values: []string{"digest"}},
+		}},
+		{name: "isolate", summary: "run, verify and compare the sandbox runtimes", subs: []*node{
+			{name: "run", summary: "run one script in the direct sandbox", usage: isolateRunUsage, run: cmdIsolateRun,
+				values: []string{"repo", "schema", "rootfs", "digest", "policy", "wall"}, bools: []string{"show-output"}},
+			{name: "verify", summary: "check this host and run the escape battery", usage: isolateVerifyUsage, run: cmdIsolateVerify,
+				values: []string{"runtime", "require", "rootfs", "digest", "policy", "private-root", "state-dir", "cgroup-parent",
+					"runsc", "docker-socket", "probe", "agent-network", "agent-user"},
+				bools: []string{"json", "progress", "agent"}, internal: []string{"--agent-probes"}},
+			{name: "matrix", summary: "print the agent × query runtime matrix", usage: isolateMatrixUsage, run: cmdIsolateMatrix,
+				values: []string{"require", "docker-socket", "cgroup-parent", "runsc"}, bools: []string{"json"}},
+		}},
+		{name: "audit", summary: "read the protected audit log of a run", subs: []*node{
+			{name: "summary", summary: "summarize a run's audit log", usage: auditSummaryUsage, run: cmdAuditSummary,
+				values: []string{"format", "log-dir"}},
+			{name: "show", summary: "print a run's audit records", usage: auditShowUsage, run: cmdAuditShow,
+				values: []string{"log-dir"}, bools: []string{"json"}},
+		}},
+		{name: "completion", summary: "print a bash or zsh completion script", usage: completionUsage, run: cmdCompletion},
+		{name: "version", summary: "print awf's version", usage: versionUsage, run: cmdVersion},
+	}}
+}
+
+const versionUsage = `usage: awf version
+       awf --version
+
+Prints awf's version: the module version ("devel" for a checkout build),
+"+" and the commit it was built from, and ".modified" if that checkout had
+uncommitted changes. Audit records carry the same string.
+`
+
+func cmdVersion(ctx context.Context, e env) int {
+	if len(e.args) != 0 {
+		fmt.Fprint(e.stderr, versionUsage)
+		return 2
+	}
+	fmt.Fprintf(e.stdout, "awf %s\n", proto.Version())
+	return 0
+}
+
+// find returns the direct subcommand named name.
+func (n *node) find(name string) *node {
+	for _, s := range n.subs {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// help is the node's help text.
+func (n *node) help(path string) string {
+	if n.usage != "" {
+		return n.usage
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s COMMAND [ARGS...]\n\ncommands:\n", path)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, s := range n.subs {
+		fmt.Fprintf(tw, "  %s\t%s\n", s.name, s.summary)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nRun \"%s COMMAND --help\" for a command's options.\n", path)
+	if path == "awf" {
+		b.WriteString("\"awf --version\" prints the version.\n")
+	}
+	return b.String()
+}
+
+// wantsHelp reports whether -h or --help is among a leaf's own arguments
+// (before "--", and not the value of a value flag).
+func (n *node) wantsHelp(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return false
+		case a == "-h" || a == "--help" || a == "-help":
+			return true
+		case n.isValueFlag(a):
+			i++
+		}
+	}
+	return false
+}
+
+// isValueFlag reports whether a is exactly one of the leaf's value flags
+// (with one or two dashes, without "=").
+func (n *node) isValueFlag(a string) bool {
+	name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+	return name != a && slices.Contains(n.values, name)
+}
+
+// splitEquals rewrites --f=V into --f V for the leaf's value flags, before
+// "--", so that leaves with their own parsers accept both spellings.
+func (n *node) splitEquals(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") && n.isValueFlag(f) {
+			out = append(out, f, v)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func main() {
@@ -59,17 +219,45 @@ func main() {
 }
 
 func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		return 2
+	if len(args) > 0 && args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
-	c, ok := commands()[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "awf: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
+	// "awf help X Y" is "awf X Y --help".
+	if len(args) > 0 && args[0] == "help" {
+		args = append(slices.Clone(args[1:]), "--help")
+	}
+	n, path := tree(), "awf"
+	for n.run == nil {
+		if len(args) == 0 {
+			fmt.Fprint(stderr, n.help(path))
+			return 2
+		}
+		switch a := args[0]; {
+		case a == "-h" || a == "--help" || a == "-help":
+			fmt.Fprint(stdout, n.help(path))
+			return 0
+		case n.find(a) != nil:
+			n, path, args = n.find(a), path+" "+a, args[1:]
+		case strings.HasPrefix(a, "-"):
+			fmt.Fprintf(stderr, "%s: unknown flag %q\n%s", path, a, n.help(path))
+			return 2
+		default:
+			what := "subcommand"
+			if path == "awf" {
+				what = "command"
+			}
+			fmt.Fprintf(stderr, "%s: unknown %s %q\n%s", path, what, a, n.help(path))
+			return 2
+		}
+	}
+	if len(args) == 0 || !slices.Contains(n.internal, args[0]) {
+		if n.wantsHelp(args) {
+			fmt.Fprint(stdout, n.help(path))
+			return 0
+		}
+		args = n.splitEquals(args)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c(ctx, env{args: args[1:], stdin: stdin, stdout: stdout, stderr: stderr})
+	return n.run(ctx, env{args: args, stdin: stdin, stdout: stdout, stderr: stderr})
 }
