@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -61,8 +62,11 @@ type sandbox struct {
 	stdout *capWriter
 	stderr *capWriter
 	done   chan struct{} // closed when init has been reaped
-	ps     *os.ProcessState
-	werr   error
+	// released is closed when the sandbox is reclaimed; it frees the
+	// thread init was forked from even if init was never waited for.
+	released chan struct{}
+	ps       *os.ProcessState
+	werr     error
 
 	mu        sync.Mutex
 	used      bool
@@ -99,7 +103,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	sb := &sandbox{
 		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
-		done: make(chan struct{}),
+		done: make(chan struct{}), released: make(chan struct{}),
 	}
 	sb.ent = entry{
 		Kind: entrySandbox, Name: id, RunID: r.runID, Container: id, Scratch: sb.sc.root,
@@ -222,7 +226,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 		Init:   true,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- ctr.Start(sb.proc) }()
+	go sb.startOnOwnThread(errc)
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -245,6 +249,30 @@ func (sb *sandbox) start(ctx context.Context) error {
 		return err
 	}
 	return sb.openQuery()
+}
+
+// startOnOwnThread starts init from an OS thread that lives until init is
+// reaped. Init carries a parent-death signal (SIGKILL, so that a crashed
+// broker takes its sandboxes with it), and the kernel sends it when the
+// thread that forked init ends, not the process. The Go runtime ends threads
+// whenever a goroutine exits locked to one, which libcontainer's own
+// mount-source goroutine does on every start: a start from an ordinary
+// goroutine can fork init from a thread that another sandbox's start then
+// takes and ends, killing this init before it reads its bootstrap data
+// ("write init-p: broken pipe") or at any later point of its life. The
+// goroutine never unlocks, so the thread ends with it, after init is gone.
+func (sb *sandbox) startOnOwnThread(errc chan<- error) {
+	runtime.LockOSThread()
+	err := sb.ctr.Start(sb.proc)
+	errc <- err
+	if err != nil {
+		// libcontainer has killed and reaped what it forked.
+		return
+	}
+	select {
+	case <-sb.done:
+	case <-sb.released:
+	}
 }
 
 // afterStart records init's pid and reaps it in the background.
@@ -530,6 +558,7 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
+		close(sb.released)
 		errs = append(errs, sb.r.untrack(sb.ent.Name))
 		if sb.view != nil {
 			// The view outlives its sandboxes; only the count of users
