@@ -137,7 +137,11 @@ const evictMarker = "AWF-CHANNELS-EVICT"
 // returns the agent's reports. evict is called each time the agent asks.
 func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	limit := 8 * time.Minute
+	if *long {
+		limit = 25 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	agent := filepath.Join(filepath.Dir(plan), "agent.py")
 	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/usr/bin/python3", agent, plan)
