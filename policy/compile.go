@@ -165,20 +165,46 @@ func (p *Policy) OCI() (*specs.LinuxSeccomp, error) {
 }
 
 // dockerProfile is Docker's seccomp profile JSON (docker run --security-opt
-// seccomp=FILE).
+// seccomp=FILE; moby/profiles' seccomp.Seccomp). Export writes it and import
+// reads it, strictly: every field Docker knows is here, nothing else.
 type dockerProfile struct {
-	DefaultAction   specs.LinuxSeccompAction `json:"defaultAction"`
-	DefaultErrnoRet *uint                    `json:"defaultErrnoRet,omitempty"`
-	Architectures   []specs.Arch             `json:"architectures"`
-	Syscalls        []dockerSyscall          `json:"syscalls"`
+	DefaultAction    specs.LinuxSeccompAction `json:"defaultAction"`
+	DefaultErrnoRet  *uint                    `json:"defaultErrnoRet,omitempty"`
+	ListenerPath     string                   `json:"listenerPath,omitempty"`
+	ListenerMetadata string                   `json:"listenerMetadata,omitempty"`
+	// Architectures is the old form of ArchMap; Docker refuses both at once.
+	Architectures []specs.Arch             `json:"architectures,omitempty"`
+	ArchMap       []dockerArch             `json:"archMap,omitempty"`
+	Syscalls      []dockerSyscall          `json:"syscalls"`
+	Flags         []specs.LinuxSeccompFlag `json:"flags,omitempty"`
+}
+
+// dockerArch is one archMap entry: Docker loads the entry of the host's
+// architecture with its sub-architectures (the compat ABIs).
+type dockerArch struct {
+	Architecture     specs.Arch   `json:"architecture"`
+	SubArchitectures []specs.Arch `json:"subArchitectures"`
 }
 
 type dockerSyscall struct {
-	Names    []string                 `json:"names"`
+	Names []string `json:"names,omitempty"`
+	// Name is the old single-name form.
+	Name     string                   `json:"name,omitempty"`
 	Action   specs.LinuxSeccompAction `json:"action"`
 	ErrnoRet *uint                    `json:"errnoRet,omitempty"`
 	Args     []dockerArg              `json:"args"`
 	Comment  string                   `json:"comment,omitempty"`
+	Includes *dockerFilter            `json:"includes,omitempty"`
+	Excludes *dockerFilter            `json:"excludes,omitempty"`
+}
+
+// dockerFilter limits a syscall entry to (includes) or away from (excludes)
+// containers with these capabilities, on these Go architecture names, on
+// kernels at least this version.
+type dockerFilter struct {
+	Caps      []string `json:"caps,omitempty"`
+	Arches    []string `json:"arches,omitempty"`
+	MinKernel string   `json:"minKernel,omitempty"`
 }
 
 type dockerArg struct {
@@ -188,23 +214,53 @@ type dockerArg struct {
 	Op       specs.LinuxSeccompOperator `json:"op"`
 }
 
-// DockerJSON renders the policy as a Docker seccomp profile for the host
-// architecture, with each rule's reason as its comment.
+// DockerJSON renders the policy as a Docker seccomp profile: an archMap
+// entry per reviewed architecture (without sub-architectures: the filter
+// refuses compat ABIs), defaultErrnoRet for an errno default, one entry per
+// compiled rule with its reason as the comment, limited by includes.arches
+// to the architectures where the system call exists when that is not all of
+// them. Docker picks the host's entry, so on the host it is the same filter
+// as OCI and Libcontainer; "awf policy import" reads it back to the same
+// decision table on every architecture.
 func (p *Policy) DockerJSON() ([]byte, error) {
-	oci, err := p.OCI()
+	oci, err := p.OCI() // the host must be a reviewed architecture
 	if err != nil {
 		return nil, err
 	}
-	arch, err := p.nativeArch()
-	if err != nil {
-		return nil, err
+	prof := dockerProfile{DefaultAction: oci.DefaultAction, DefaultErrnoRet: oci.DefaultErrnoRet}
+	type entry struct {
+		c      call
+		arches []string
 	}
-	calls := p.calls(arch)
-	prof := dockerProfile{DefaultAction: oci.DefaultAction, DefaultErrnoRet: oci.DefaultErrnoRet, Architectures: oci.Architectures}
-	for i, sc := range oci.Syscalls {
-		ds := dockerSyscall{Names: sc.Names, Action: sc.Action, ErrnoRet: sc.ErrnoRet, Args: []dockerArg{}, Comment: calls[i].rule.Reason}
-		for _, a := range sc.Args {
-			ds.Args = append(ds.Args, dockerArg{Index: a.Index, Value: a.Value, ValueTwo: a.ValueTwo, Op: a.Op})
+	var order []string
+	byKey := map[string]*entry{}
+	for _, name := range p.Arches {
+		a, err := lookupArch(name)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+		}
+		prof.ArchMap = append(prof.ArchMap, dockerArch{Architecture: a.oci, SubArchitectures: []specs.Arch{}})
+		for _, c := range p.calls(a) {
+			k := c.key() + " " + c.rule.Action.String()
+			e := byKey[k]
+			if e == nil {
+				e = &entry{c: c}
+				byKey[k] = e
+				order = append(order, k)
+			}
+			e.arches = append(e.arches, a.goarch)
+		}
+	}
+	sort.Strings(order)
+	for _, k := range order {
+		e := byKey[k]
+		act, errno := ociAction(e.c.rule.Action)
+		ds := dockerSyscall{Names: []string{e.c.rule.Syscall}, Action: act, ErrnoRet: errno, Args: []dockerArg{}, Comment: e.c.rule.Reason}
+		for _, a := range e.c.args {
+			ds.Args = append(ds.Args, dockerArg{Index: a.Index, Value: a.Value, ValueTwo: a.ValueTwo, Op: ociOps[a.Op]})
+		}
+		if len(e.arches) != len(p.Arches) {
+			ds.Includes = &dockerFilter{Arches: e.arches}
 		}
 		prof.Syscalls = append(prof.Syscalls, ds)
 	}

@@ -57,19 +57,46 @@ func TestOCIAndDockerMatchLibcontainer(t *testing.T) {
 	raw, err := p.DockerJSON()
 	require.NoError(t, err)
 	var prof struct {
-		DefaultAction string   `json:"defaultAction"`
-		Architectures []string `json:"architectures"`
-		Syscalls      []struct {
-			Names   []string          `json:"names"`
-			Action  string            `json:"action"`
-			Args    []json.RawMessage `json:"args"`
-			Comment string            `json:"comment"`
+		DefaultAction string `json:"defaultAction"`
+		ArchMap       []struct {
+			Architecture     string   `json:"architecture"`
+			SubArchitectures []string `json:"subArchitectures"`
+		} `json:"archMap"`
+		Syscalls []struct {
+			Names    []string          `json:"names"`
+			Action   string            `json:"action"`
+			Args     []json.RawMessage `json:"args"`
+			Comment  string            `json:"comment"`
+			Includes *struct {
+				Arches []string `json:"arches"`
+			} `json:"includes"`
 		} `json:"syscalls"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &prof))
 	assert.Equal(t, "SCMP_ACT_KILL_PROCESS", prof.DefaultAction)
-	assert.Equal(t, []string{string(nativeInfo(t).oci)}, prof.Architectures)
-	require.Len(t, prof.Syscalls, len(cfg.Syscalls))
+	// Docker loads the archMap entry of the host, without compat ABIs.
+	var mapped []string
+	for _, m := range prof.ArchMap {
+		mapped = append(mapped, m.Architecture)
+		assert.Empty(t, m.SubArchitectures, m.Architecture)
+	}
+	assert.Contains(t, mapped, string(nativeInfo(t).oci))
+	assert.Len(t, mapped, len(p.Arches))
+	// On the host, Docker keeps the entries without includes and those
+	// that include the host's arch: exactly libcontainer's rules.
+	onHost := 0
+	for _, sc := range prof.Syscalls {
+		if sc.Includes == nil {
+			onHost++
+			continue
+		}
+		for _, a := range sc.Includes.Arches {
+			if a == nativeInfo(t).goarch {
+				onHost++
+			}
+		}
+	}
+	assert.Equal(t, len(cfg.Syscalls), onHost)
 	for _, sc := range prof.Syscalls {
 		assert.NotEmpty(t, sc.Comment, "%v carries its reason", sc.Names)
 		assert.NotNil(t, sc.Args)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -64,4 +65,41 @@ func FuzzDecodeFilter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzImport is the shared body of the import fuzz targets: decoding never
+// panics; an accepted profile yields a draft that names its arches, and
+// small profiles compile without panicking on each of them.
+func fuzzImport(t *testing.T, decode func(string, []byte) (*Imported, error), raw []byte) {
+	im, err := decode("fuzz.json", raw)
+	if err != nil {
+		return
+	}
+	d := im.Draft()
+	if !strings.Contains(d, "arch "+strings.Join(im.Arches, " ")+"\n") {
+		t.Fatalf("draft does not name its arches %v:\n%s", im.Arches, d)
+	}
+	_ = Lint("draft.policy", []byte(d))
+	if len(raw) > 2048 {
+		return // keep each run short; the default profile is covered by the tests
+	}
+	for _, a := range im.Arches {
+		// An error is fine (libseccomp refuses a rule, or the table would
+		// need more argument paths than the decoder explores); a panic is not.
+		_, _ = im.Table(a)
+	}
+}
+
+// FuzzImportDocker: the Docker profile decoder. Seeds live in
+// testdata/fuzz/FuzzImportDocker.
+func FuzzImportDocker(f *testing.F) {
+	f.Add([]byte(`{"defaultAction":"SCMP_ACT_ERRNO","archMap":[{"architecture":"SCMP_ARCH_X86_64","subArchitectures":["SCMP_ARCH_X86"]}],"syscalls":[{"names":["read"],"action":"SCMP_ACT_ALLOW","args":[]}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) { fuzzImport(t, ImportDocker, raw) })
+}
+
+// FuzzImportOCI: the OCI seccomp decoder (bare section or config.json).
+// Seeds live in testdata/fuzz/FuzzImportOCI.
+func FuzzImportOCI(f *testing.F) {
+	f.Add([]byte(`{"defaultAction":"SCMP_ACT_KILL_PROCESS","architectures":["SCMP_ARCH_X86_64"],"syscalls":[{"names":["read"],"action":"SCMP_ACT_ALLOW"}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) { fuzzImport(t, ImportOCI, raw) })
 }

@@ -65,7 +65,18 @@ func Lint(name string, src []byte) []Finding {
 	add := func(r Rule, sev Severity, format string, args ...any) {
 		out = append(out, Finding{File: name, Line: r.Line, Col: r.Col, Severity: sev, Msg: fmt.Sprintf(format, args...)})
 	}
+	if strings.HasPrefix(p.DefaultReason, ReasonNeeded) {
+		out = append(out, Finding{File: name, Line: 1, Col: 1, Severity: SevError, Msg: "reason needed: the imported default action has no reviewed reason"})
+	}
 	for _, r := range p.Rules {
+		if strings.HasPrefix(strings.TrimSpace(r.Reason), ReasonNeeded) {
+			add(r, SevError, "reason needed: imported rule %s has no reviewed reason", describe(r))
+		}
+		if r.Action.Kind == ActAllow {
+			for _, w := range dangerousAllow(r) {
+				add(r, SevWarning, "%s", w)
+			}
+		}
 		if len(strings.TrimSpace(r.Reason)) < 4 || strings.EqualFold(strings.TrimSpace(r.Reason), r.Syscall) {
 			add(r, SevError, "reason for %s does not explain anything: %q", r.Syscall, r.Reason)
 		}

@@ -39,6 +39,10 @@ type Policy struct {
 	Groups []Group
 	// Rules are all rules in file order.
 	Rules []Rule
+	// imported marks a policy built by Import from a foreign profile: its
+	// rules skipped the .policy checks, and its default need not be the
+	// most common action (Docker's profile allows most system calls).
+	imported bool
 }
 
 // Group is a named set of consecutive rules.

@@ -66,7 +66,7 @@ func (p *Policy) Table(arch string) (Table, error) {
 	}
 	measured := t.Default
 	t.Default = tableAction(p.DefaultAction)
-	if measured != t.Default {
+	if measured != t.Default && !p.imported {
 		return Table{}, fmt.Errorf("policy %s (%s): filter's most common action is %q, the header says %q", p.Name, arch, measured, t.Default)
 	}
 	if a, err := lookupArch(arch); err == nil {

@@ -14,9 +14,10 @@ import (
 const policyUsage = `usage: awf policy lint FILE...
        awf policy show FILE
        awf policy table FILE [--arch A]
-       awf policy diff OLD NEW [--arch A]
+       awf policy diff OLD NEW [--arch A] [--summary]
        awf policy bpf FILE [--arch A]
        awf policy export FILE --format docker|oci|libcontainer
+       awf policy import PROFILE.json
 
 FILE is a *.policy file, "-" for standard input, or "@default" for the
 built-in python3.policy.
@@ -27,11 +28,23 @@ show    prints the header and the rules by group, with their reasons.
 table   prints the decision table computed from the compiled BPF: one line per
         arch, syscall and argument case (default: every arch in the header).
 diff    prints the semantic differences between the two decision tables
-        ("+ allow statx (x86_64)"); exits 1 if there are any.
+        ("+ allow statx (x86_64)"); exits 1 if there are any. OLD and NEW may
+        each be a .policy file, a Docker seccomp profile or OCI seccomp JSON
+        (told apart by content); decisions are compared, not text.
+        --summary prints, instead, the calls one side allows (wholly or
+        under conditions) and the other does not, and those both allow
+        only under conditions.
 bpf     prints the libseccomp program (before runc's ENOSYS stub) as a
         disassembly with its sha256.
-export  prints the host-arch filter as a Docker profile, an OCI seccomp
-        section or libcontainer's configuration (JSON).
+export  prints the host-arch filter as a Docker profile (archMap with every
+        reviewed arch, defaultErrnoRet), an OCI seccomp section or
+        libcontainer's configuration (JSON).
+import  reads a Docker/moby seccomp profile or OCI seccomp JSON (strictly:
+        unknown fields and duplicate keys are refused) and prints a .policy
+        draft whose every reason is "reason needed", which lint refuses until
+        a reviewer writes one. includes/excludes are resolved for no
+        capabilities on x86_64 and aarch64; each dropped or assumed element
+        has a comment.
 `
 
 // cmdPolicy implements "awf policy".
@@ -59,6 +72,8 @@ func cmdPolicy(ctx context.Context, e env) int {
 		return policyBPF(e, pa)
 	case "export":
 		return policyExport(e, pa)
+	case "import":
+		return policyImport(e, pa)
 	case "-h", "--help", "help":
 		fmt.Fprint(e.stdout, policyUsage)
 		return 0
@@ -69,9 +84,10 @@ func cmdPolicy(ctx context.Context, e env) int {
 
 // policyArgs is a parsed policy command line.
 type policyArgs struct {
-	arch   string
-	format string
-	files  []string
+	arch    string
+	summary bool
+	format  string
+	files   []string
 }
 
 func parsePolicyArgs(args []string) (policyArgs, error) {
@@ -97,6 +113,8 @@ func parsePolicyArgs(args []string) (policyArgs, error) {
 			} else {
 				pa.format = val
 			}
+		case "--summary":
+			pa.summary = true
 		case "--":
 			pa.files = append(pa.files, args[i+1:]...)
 			return pa, nil
@@ -247,27 +265,120 @@ func policyDiff(e env, pa policyArgs) int {
 		fmt.Fprintf(e.stderr, "awf policy diff: want OLD and NEW\n%s", policyUsage)
 		return 2
 	}
-	var ts [2]policy.Table
+	var srcs [2]decisionSource
 	for i, f := range pa.files {
-		p, ok := loadPolicy(e, f)
-		if !ok {
-			return 2
-		}
-		arch := pa.arch
-		t, err := tables(p, arch)
+		s, err := loadDecisions(e.stdin, f)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
 			return 2
 		}
-		ts[i] = t
+		srcs[i] = s
 	}
-	lines := policy.Diff(ts[0], ts[1])
+	archs := pa.arch
+	var ts [2]policy.Table
+	for i, s := range srcs {
+		want := s.arches
+		if archs != "" {
+			want = []string{archs}
+		}
+		var parts []policy.Table
+		for _, a := range want {
+			t, err := s.table(a)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
+				return 2
+			}
+			parts = append(parts, t)
+		}
+		ts[i] = policy.Merge(parts...)
+	}
+	for i, s := range srcs {
+		if s.format != policy.FormatPolicy {
+			fmt.Fprintf(e.stdout, "# %s: %s seccomp JSON, resolved for %s\n", pa.files[i], s.format, policy.ImportAssumption)
+		}
+	}
+	var lines []string
+	if pa.summary {
+		lines = contrastLines(pa.files, policy.Contrasts(ts[0], ts[1]))
+	} else {
+		lines = policy.Diff(ts[0], ts[1])
+	}
 	for _, l := range lines {
 		fmt.Fprintln(e.stdout, l)
 	}
 	if len(lines) > 0 {
 		return 1
 	}
+	return 0
+}
+
+// contrastLines groups contrasts under a heading each.
+func contrastLines(files []string, cs []policy.Contrast) []string {
+	groups := []struct {
+		title string
+		match func(c policy.Contrast) bool
+	}{
+		{files[0] + " allows, " + files[1] + " denies", func(c policy.Contrast) bool { return c.A.Permits() && !c.B.Permits() }},
+		{files[1] + " allows, " + files[0] + " denies", func(c policy.Contrast) bool { return c.B.Permits() && !c.A.Permits() }},
+		{"both allow, at least one only under conditions", func(c policy.Contrast) bool { return c.A.Permits() && c.B.Permits() }},
+	}
+	var out []string
+	for _, g := range groups {
+		var body []string
+		for _, c := range cs {
+			if g.match(c) {
+				body = append(body, "  "+c.String())
+			}
+		}
+		out = append(out, fmt.Sprintf("## %s: %d", g.title, len(body)))
+		out = append(out, body...)
+	}
+	return out
+}
+
+// decisionSource is anything with decision tables: a .policy file or an
+// imported Docker/OCI profile.
+type decisionSource struct {
+	format string
+	arches []string
+	table  func(arch string) (policy.Table, error)
+}
+
+// loadDecisions reads file and tells its format by content.
+func loadDecisions(stdin io.Reader, file string) (decisionSource, error) {
+	name, src, err := readPolicySource(stdin, file)
+	if err != nil {
+		return decisionSource{}, err
+	}
+	if policy.DetectFormat(src) == policy.FormatPolicy {
+		p, err := policy.Parse(name, src)
+		if err != nil {
+			return decisionSource{}, err
+		}
+		return decisionSource{format: policy.FormatPolicy, arches: p.Arches, table: p.Table}, nil
+	}
+	im, err := policy.Import(name, src)
+	if err != nil {
+		return decisionSource{}, err
+	}
+	return decisionSource{format: im.Format, arches: im.Arches, table: im.Table}, nil
+}
+
+func policyImport(e env, pa policyArgs) int {
+	if !oneFile(e, pa, "import") {
+		return 2
+	}
+	name, src, err := readPolicySource(e.stdin, pa.files[0])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy import: %v\n", err)
+		return 1
+	}
+	im, err := policy.Import(name, src)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy import: %v\n", err)
+		return 1
+	}
+	fmt.Fprint(e.stdout, im.Draft())
 	return 0
 }
 
