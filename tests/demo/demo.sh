@@ -135,21 +135,6 @@ archive=$(sed -n 's/^awf: audit log kept in //p' "$work/awf.out" | tail -1)
 [ -n "$archive" ] || { echo "demo: awf run kept no audit log" >&2; exit 1; }
 
 say "5. What the operator sees: the protected audit log ($archive)"
-/usr/bin/python3 - "$archive/bounded-query.jsonl" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1])]
-qs = [r for r in recs if r["kind"] == "invocation" or (r["kind"] == "failure" and len(r.get("invocationId", "")) == 24)]
-print(f"{'':4}{'outcome':<26}{'charge':>8}{'bucket':>9}{'ran for':>9}")
-for i, r in enumerate(qs, 1):
-    outcome = "answered" if r["kind"] == "invocation" else "failed: " + r["reason"]
-    bucket = r.get("bucketMs")
-    print(f"Q{i:<3}{outcome:<26}{r.get('bits', 0):>5} b  {(str(bucket) + ' ms') if bucket else '-':>8}{str(r.get('elapsedMs', '-')) + ' ms':>9}")
-for r in recs:
-    if r["kind"] == "lifecycle" and r["event"] == "seed-staged":
-        print("\nstaged:", r["detail"])
-spent = sum(r.get("bits", 0) for r in qs)
-print(f"bits charged to example-org/example-service: {spent} of its 64-bit run budget (internal)")
-print("the agent saw none of the reasons above, and never the remaining balance")
-PY
+"$awf" audit summary "$archive" --format text
 echo
 echo "${dim}Seeds, the private root, the socket and the sandboxes are gone; the audit log stays in $archive.${off}"
