@@ -99,12 +99,14 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	dockerSocket := bq.DockerSocket
 	if bq.Runtime == "docker" {
-		if dockerSocket == "" {
-			dockerSocket = DefaultDockerSocket
+		sock, from, err := DockerSocket(bq.DockerSocket, o.Getenv("DOCKER_HOST"))
+		if err != nil {
+			return nil, pf("%v", err)
 		}
-		if fi, err := os.Stat(dockerSocket); err != nil || fi.Mode()&os.ModeSocket == 0 {
-			return nil, pf("Docker host must be a local Unix socket: %s is not one; set boundedQueries.dockerSocket", dockerSocket)
+		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, pf("Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)
 		}
+		dockerSocket = sock
 	}
 	if bq.Runtime == "gvisor" && bq.RunscPath == "" {
 		if _, err := exec.LookPath("runsc"); err != nil {

@@ -131,7 +131,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	stateDir := fs.String("state-dir", "", "parent of the runtimes' state directories (default: a scratch directory)")
 	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
 	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
-	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
+	dockerSock := fs.String("docker-socket", "", "Docker Engine socket (default: DOCKER_HOST=unix://PATH, else "+host.DefaultDockerSocket+")")
 	progress := fs.Bool("progress", false, "print each result to standard error as it is known")
 	agent := fs.Bool("agent", false, "check the agent's view instead of the sandboxes")
 	var agentNets listFlag
@@ -189,10 +189,16 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The socket is resolved as awf run resolves it; a DOCKER_HOST that
+	// names no Unix socket matters only when docker is verified.
+	sock, _, err := host.DockerSocket(*dockerSock, os.Getenv("DOCKER_HOST"))
+	if err != nil && slices.Contains(names, "docker") {
+		return fail("%v", err)
+	}
 	opts := verify.Options{
 		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,
 		Probes: probes,
-		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock,
+		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock,
 			SandboxCPUs: split.Sandbox},
 	}
 	if *progress {
@@ -274,7 +280,7 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 	var req listFlag
 	fs.Var(&req, "require", "AGENT/QUERY pair that must be supported (repeatable)")
 	asJSON := fs.Bool("json", false, "write the versioned JSON matrix")
-	dockerSock := fs.String("docker-socket", verify.DefaultDockerSocket, "Docker Engine socket")
+	dockerSock := fs.String("docker-socket", "", "Docker Engine socket (default: DOCKER_HOST=unix://PATH, else "+host.DefaultDockerSocket+")")
 	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
 	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
 	if err := fs.Parse(e.args); err != nil {
@@ -290,10 +296,14 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 			return 2
 		}
 	}
+	sock, _, err := host.DockerSocket(*dockerSock, os.Getenv("DOCKER_HOST"))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
+		return 2
+	}
 	m := verify.BuildMatrix(ctx, verify.MatrixOptions{
-		Host: isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: *dockerSock},
+		Host: isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock},
 	})
-	var err error
 	if *asJSON {
 		err = m.WriteJSON(e.stdout)
 	} else {
