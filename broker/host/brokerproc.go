@@ -80,8 +80,15 @@ func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*Brok
 }
 
 // brokerEnv is the broker's whole environment: no credential, no proxy.
+// GITHUB_RUN_ID, when set, is passed on so that the broker's audit records
+// name the CI run as the staging records do; it is an identifier, not a
+// credential.
 func brokerEnv() []string {
-	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	if id := os.Getenv("GITHUB_RUN_ID"); id != "" {
+		env = append(env, "GITHUB_RUN_ID="+id)
+	}
+	return env
 }
 
 // ProbeSocket sends one uncounted request to a non-query route and expects
