@@ -2,7 +2,9 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -87,6 +89,11 @@ func TestDiffPython3AgainstDockerDefault(t *testing.T) {
 	// awf's calls that are allowed only under conditions which Docker
 	// allows whole: each is narrower in awf (docs/policy.md says why).
 	narrower := map[string]bool{"fcntl": true, "ioctl": true, "madvise": true, "mmap": true, "preadv2": true, "prlimit64": true, "pwritev2": true}
+	docAwf, docDocker := reviewedComparison(t)
+	sort.Strings(docAwf)
+	assert.Equal(t, docAwf, sortedKeys(map[string]bool{"clone": true, "fcntl": true, "ioctl": true, "madvise": true, "mmap": true, "preadv2": true, "prlimit64": true, "pwritev2": true}), "docs/policy.md's table of calls both allow")
+	allDockerOnly := map[string]bool{}
+	counts := map[string]int{}
 	for _, arch := range p.Arches {
 		t.Run(arch, func(t *testing.T) {
 			at, err := p.Table(arch)
@@ -127,6 +134,10 @@ func TestDiffPython3AgainstDockerDefault(t *testing.T) {
 				assert.Contains(t, dockerOnly, n)
 			}
 			t.Logf("%s: Docker allows %d calls (wholly or in part) that awf denies", arch, len(dockerOnly))
+			counts[arch] = len(dockerOnly)
+			for _, n := range dockerOnly {
+				allDockerOnly[n] = true
+			}
 
 			// awf's clone condition implies Docker's: every clone awf lets
 			// through, Docker lets through.
@@ -147,6 +158,65 @@ func TestDiffPython3AgainstDockerDefault(t *testing.T) {
 			}
 		})
 	}
+	assert.Equal(t, sortedKeys(allDockerOnly), docDocker, "docs/policy.md lists exactly the calls Docker allows and awf denies")
+	raw, err := os.ReadFile("../docs/policy.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), fmt.Sprintf("%d system calls on x86_64 and %d on aarch64", counts["x86_64"], counts["aarch64"]))
+}
+
+// reviewedComparison reads docs/policy.md's comparison with Docker: the
+// calls in the table of what both allow (first column) and every name in
+// the groups of what only Docker allows.
+func reviewedComparison(t *testing.T) (both, dockerOnly []string) {
+	t.Helper()
+	raw, err := os.ReadFile("../docs/policy.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	section := func(start, end string) string {
+		i := strings.Index(doc, start)
+		require.GreaterOrEqual(t, i, 0, start)
+		j := strings.Index(doc[i:], end)
+		require.GreaterOrEqual(t, j, 0, end)
+		return doc[i : i+j]
+	}
+	names := func(s string) []string {
+		var out []string
+		parts := strings.Split(s, "`")
+		for i := 1; i < len(parts); i += 2 {
+			out = append(out, parts[i])
+		}
+		return out
+	}
+	for _, l := range strings.Split(section("### What awf allows that Docker's default denies", "Both profiles answer"), "\n") {
+		if strings.HasPrefix(l, "| `") {
+			both = append(both, names(strings.Split(l, "|")[1])...)
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(section("### What Docker's default allows that awf denies", "Outside the tables"), "\n") {
+		if !strings.HasPrefix(l, "- **") {
+			continue
+		}
+		l, _, _ = strings.Cut(l, "; x86_64 only:")
+		_, list, _ := strings.Cut(l, "): ")
+		for _, n := range names(list) {
+			if !seen[n] {
+				seen[n] = true
+				dockerOnly = append(dockerOnly, n)
+			}
+		}
+	}
+	sort.Strings(dockerOnly)
+	return both, dockerOnly
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func reasonOf(p *Policy, syscall string, kind ActionKind) string {
