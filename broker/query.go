@@ -5,31 +5,25 @@ import (
 	"github.com/awf-project/awf/proto"
 )
 
-// The v2 query framing headers, lower-cased.
-const (
-	HeaderQueryVersion = "x-awf-query-version"
-	HeaderRepo         = "x-awf-repo"
-	HeaderSchema       = "x-awf-schema-b64"
-)
-
 // QueryKind is the bounded-query job kind: a Python script and a finite schema.
 type QueryKind struct{}
 
 // Name implements JobKind.
 func (QueryKind) Name() string { return "query" }
 
-// Headers implements JobKind.
-func (QueryKind) Headers() []string { return []string{HeaderQueryVersion, HeaderRepo, HeaderSchema} }
+// Headers implements JobKind. The names and the version are proto's, which
+// the client reads too.
+func (QueryKind) Headers() []string { return proto.QueryHeaderNames() }
 
 // Version implements JobKind.
-func (QueryKind) Version() string { return "2" }
+func (QueryKind) Version() string { return proto.QueryVersionValue() }
 
 // MaxBody implements JobKind.
 func (QueryKind) MaxBody() int { return proto.MaxScriptBytes }
 
 // Frame implements JobKind.
 func (QueryKind) Frame(h map[string]string, body []byte) (Task, error) {
-	r, err := proto.ValidateRequest(h[HeaderRepo], h[HeaderSchema], body)
+	r, err := proto.ValidateRequest(h[proto.HeaderRepo], h[proto.HeaderSchema], body)
 	if err != nil {
 		return nil, err
 	}

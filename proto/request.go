@@ -8,10 +8,13 @@ import (
 )
 
 // ValidateRepoSlug checks a bare owner/name slug (R39): an owner of 1–39
-// ASCII letters, digits and '-' starting with a letter or digit, one '/', and
-// a name of 1–100 ASCII letters, digits, '.', '_' and '-' that is not "." or
-// ".." and contains no "..". No scheme, host, query, fragment, wildcard or
-// extra segment can pass. Errors wrap ErrRequest.
+// ASCII letters, digits and single inner '-' (GitHub's rule for account and
+// organisation names), one '/', and a name of 1–100 ASCII letters, digits,
+// '.', '_' and '-' that is not "." or ".." and contains no "..". No scheme,
+// host, query, fragment, wildcard, white space or extra segment can pass.
+// This is the only slug rule: the config loader, staging and the client all
+// call it, so a slug one of them accepts is never refused by another.
+// Errors wrap ErrRequest.
 func ValidateRepoSlug(s string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: repo %q: %s", ErrRequest, s, fmt.Sprintf(format, args...))
@@ -42,10 +45,15 @@ func ValidateRepoSlug(s string) error {
 		return bad("owner is %d characters; the maximum is 39", len(owner))
 	case !isAlnum(owner[0]):
 		return bad("owner must start with an ASCII letter or digit")
+	case owner[len(owner)-1] == '-':
+		return bad("owner must not end with '-'")
 	}
 	for i := 1; i < len(owner); i++ {
 		if !isAlnum(owner[i]) && owner[i] != '-' {
 			return bad("owner may contain only ASCII letters, digits and '-'")
+		}
+		if owner[i] == '-' && owner[i-1] == '-' {
+			return bad(`owner must not contain "--"`)
 		}
 	}
 	switch {

@@ -13,7 +13,7 @@ import (
 )
 
 func TestValidateRepoSlug(t *testing.T) {
-	ok := []string{"a/b", "my-org/private-service", "A1/x.y_z-9", strings.Repeat("o", 39) + "/" + strings.Repeat("n", 100), "o/.x", "o/x.", "o-/r"}
+	ok := []string{"a/b", "my-org/private-service", "A1/x.y_z-9", strings.Repeat("o", 39) + "/" + strings.Repeat("n", 100), "o/.x", "o/x.", "o-x/r", "0/0"}
 	for _, s := range ok {
 		assert.NoError(t, proto.ValidateRepoSlug(s), s)
 	}
@@ -25,6 +25,11 @@ func TestValidateRepoSlug(t *testing.T) {
 		"a/":                            "name is empty",
 		"-a/b":                          "must start with an ASCII letter or digit",
 		"a_b/c":                         "owner may contain only",
+		"o-/r":                          "must not end with '-'",
+		"o--x/r":                        `must not contain "--"`,
+		"a.b/c":                         "owner may contain only",
+		" o/r":                          "must start with",
+		"o/r ":                          "name may contain only",
 		strings.Repeat("o", 40) + "/r":  "owner is 40 characters",
 		"o/" + strings.Repeat("n", 101): "name is 101 characters",
 		"o/.":                           `must not be "."`,

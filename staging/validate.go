@@ -40,30 +40,13 @@ func ResolveToken(getenv func(string) string) string {
 	return ""
 }
 
-// ValidateSlug checks an owner/name slug: an owner of 1-39 letters, digits or
-// inner hyphens, and a name of 1-100 letters, digits, '.', '_' or '-' that is
-// not "." or "..". Surrounding white space is tolerated (it is trimmed).
+// ValidateSlug checks an owner/name slug by the protocol's one rule (R39,
+// proto.ValidateRepoSlug), so that staging refuses exactly what the config
+// loader and the client refuse. It does not trim: a slug reaches staging
+// from the loaded config or the seed map, both already in canonical form.
 func ValidateSlug(slug string) error {
-	s := strings.TrimSpace(slug)
-	owner, name, ok := strings.Cut(s, "/")
-	if !ok {
-		return fmt.Errorf("repository %q: want owner/name", slug)
-	}
-	if len(owner) == 0 || len(owner) > 39 || owner[0] == '-' || owner[len(owner)-1] == '-' {
-		return fmt.Errorf("repository %q: invalid owner", slug)
-	}
-	for _, c := range []byte(owner) {
-		if !isAlnum(c) && c != '-' {
-			return fmt.Errorf("repository %q: invalid owner", slug)
-		}
-	}
-	if len(name) == 0 || len(name) > 100 || name == "." || name == ".." {
-		return fmt.Errorf("repository %q: invalid name", slug)
-	}
-	for _, c := range []byte(name) {
-		if !isAlnum(c) && c != '-' && c != '.' && c != '_' {
-			return fmt.Errorf("repository %q: invalid name", slug)
-		}
+	if err := proto.ValidateRepoSlug(slug); err != nil {
+		return fmt.Errorf("repository %q: %w", slug, err)
 	}
 	return nil
 }

@@ -8,11 +8,12 @@ import (
 )
 
 func TestValidateSlug(t *testing.T) {
-	for _, s := range []string{"acme/widgets", "A-1/x.y_z-", " acme/w ", "a/" + strings.Repeat("n", 100), strings.Repeat("o", 39) + "/r", "a/.github"} {
+	for _, s := range []string{"acme/widgets", "A-1/x.y_z-", "a/" + strings.Repeat("n", 100), strings.Repeat("o", 39) + "/r", "a/.github"} {
 		assert.NoError(t, ValidateSlug(s), s)
 	}
 	for _, s := range []string{"", "acme", "/x", "acme/", "-acme/x", "acme-/x", "ac_me/x", "acme/x/y", "acme/.",
-		"acme/..", "acme/a b", "a/" + strings.Repeat("n", 101), strings.Repeat("o", 40) + "/r", "acme/x\ny", "acme/é"} {
+		"acme/..", "acme/a b", "a/" + strings.Repeat("n", 101), strings.Repeat("o", 40) + "/r", "acme/x\ny", "acme/é",
+		" acme/w ", "o--x/r", "o/a..b"} {
 		assert.Error(t, ValidateSlug(s), "%q", s)
 	}
 }

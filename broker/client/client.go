@@ -12,12 +12,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // ErrorLine is what the CLI prints for every failure.
@@ -35,8 +36,6 @@ const (
 	// MaxResponseBytes bounds what is read back.
 	MaxResponseBytes = 64 << 10
 )
-
-var slug = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
 
 // Args are the CLI's two operands.
 type Args struct {
@@ -76,14 +75,23 @@ func ParseArgs(argv []string) (Args, error) {
 	switch {
 	case !haveRepo || !haveSchema:
 		return Args{}, errors.New("--repo and --schema are required")
-	case !slug.MatchString(a.Repo) || strings.Contains(a.Repo, ".."):
-		return Args{}, errors.New("--repo is not an owner/repo slug")
-	case strings.HasSuffix(a.Repo, "/."):
+	case proto.ValidateRepoSlug(a.Repo) != nil:
+		// The broker's own rule, so a slug refused here would be refused there.
 		return Args{}, errors.New("--repo is not an owner/repo slug")
 	case a.Schema == "" || len(a.Schema) > MaxSchemaBytes:
 		return Args{}, fmt.Errorf("--schema must be 1..%d bytes", MaxSchemaBytes)
 	}
 	return a, nil
+}
+
+// QueryHeaders returns the framing headers of a query for a: the names and
+// the version are proto's, the ones the broker requires.
+func QueryHeaders(a Args) [][2]string {
+	return [][2]string{
+		{proto.HeaderQueryVersion, proto.QueryVersionValue()},
+		{proto.HeaderRepo, a.Repo},
+		{proto.HeaderSchema, EncodeSchema(a.Schema)},
+	}
 }
 
 // EncodeSchema is base64url without padding.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // The defaults of the boundedQueries block.
@@ -193,8 +195,6 @@ func Load(src []byte) (*Config, error) {
 }
 
 var (
-	slugShape   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
-	slugDots    = regexp.MustCompile(`^[^/]+/\.?[^./]+(\.[^./]+)*\.?$`)
 	memoryShape = regexp.MustCompile(`^(?:(?:1[6-9]|[2-9][0-9]|[1-9][0-9]{2,5})[mM]|[1-9][0-9]{0,2}[gG])$`)
 	digestShape = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	sourceShape = regexp.MustCompile(`^(?:https://[^\s]+|/.*)$`)
@@ -210,8 +210,10 @@ var (
 	modelShape   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 )
 
-// ValidSlug reports whether s is a bare owner/name slug as the config accepts it.
-func ValidSlug(s string) bool { return slugShape.MatchString(s) && slugDots.MatchString(s) }
+// ValidSlug reports whether s is a bare owner/name slug: the protocol's one
+// rule (R39), which staging and the client apply too. schema.json states the
+// same set as patterns.
+func ValidSlug(s string) bool { return proto.ValidateRepoSlug(s) == nil }
 
 // ParseMemory converts a memoryLimit string ("512m", "1g") to bytes.
 func ParseMemory(s string) (int64, error) {

@@ -53,11 +53,7 @@ func run(argv []string) string {
 	if err != nil {
 		return client.ErrorLine
 	}
-	req := client.BuildRequest([][2]string{
-		{"X-AWF-Query-Version", "2"},
-		{"X-AWF-Repo", a.Repo},
-		{"X-AWF-Schema-B64", client.EncodeSchema(a.Schema)},
-	}, body)
+	req := client.BuildRequest(client.QueryHeaders(a), body)
 	resp, err := client.Exchange(sock, req, time.Now().Add(client.Deadline))
 	if err != nil {
 		return client.ErrorLine

@@ -705,7 +705,7 @@ def gen_request():
     v.add("envelope-ok-string", ["R38"], kind="envelope", status="ok", canonical='"\u2028"',
           body='{"status":"ok","result":"\u2028"}')
     # R39 repo slugs
-    for s in ["a/b", "my-org/private-service", "A1/x.y_z-9", "o/.github", "o/x.", "o/.x", "o-/r", "o--x/r",
+    for s in ["a/b", "my-org/private-service", "A1/x.y_z-9", "o/.github", "o/x.", "o/.x", "o-x/r", "o-x-y/r",
               "0/0", "o" * 39 + "/" + "n" * 100, "O/R"]:
         v.add("repo-ok-" + s[:24].replace("/", "_"), ["R39"], kind="repo", input=s, ok=True)
     for tag, s in [("empty", ""), ("no-slash", "owner"), ("two-slashes", "a/b/c"), ("empty-owner", "/b"),
@@ -719,6 +719,13 @@ def gen_request():
                    ("non-ascii-name", "o/ré"), ("backslash", "o\\r"), ("percent", "o/r%2e"), ("tilde", "~/r"),
                    ("colon", "o:r/x")]:
         v.add("repo-bad-" + tag, ["R39"], kind="repo", input=s, ok=False)
+    # GitHub's owner rule: no hyphen at the end, none doubled. The reference's
+    # regex accepts both; names GitHub cannot create are refused here.
+    for tag, s in [("owner-dash-last", "o-/r"), ("owner-dash-double", "o--x/r"), ("owner-only-dash", "-/r"),
+                   ("leading-space", " o/r"), ("trailing-space", "o/r ")]:
+        ref = "accepted" if tag in ("owner-dash-last", "owner-dash-double") else None
+        kw = dict(deviates_from_reference=True, reference=ref) if ref else {}
+        v.add("repo-bad-" + tag, ["R39"], kind="repo", input=s, ok=False, **kw)
     # R40 scripts
     def script(id, ok, **kw):
         v.add("script-" + id, ["R40"], kind="script", ok=ok, **kw)
