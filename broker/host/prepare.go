@@ -41,6 +41,9 @@ type Options struct {
 	PrivateBase, IngressBase, AuditArchive, RootFSCache string
 	// Workdir is the agent command's working directory (checked for overlap).
 	Workdir string
+	// RunID is the run's id ("" = a new one): awf run picks it first so
+	// that its watchdog knows the run before anything of it exists.
+	RunID string
 }
 
 // Run is a prepared run: staged seeds, written skill and spec, held lock.
@@ -113,7 +116,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 			return nil, pf("runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")
 		}
 	}
-	l := NewLayout(NewRunID(), o.PrivateBase, o.IngressBase, o.AuditArchive)
+	runID := o.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	l := NewLayout(runID, o.PrivateBase, o.IngressBase, o.AuditArchive)
 	hide, err := planAgentHide(o, agent, l)
 	if err != nil {
 		return nil, pf("%v", err)

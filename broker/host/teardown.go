@@ -134,35 +134,55 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 			// a lock may be one being prepared right now.
 			continue
 		}
-		r := &Run{Layout: l, lock: lock}
-		s, serr := ReadSpec(l.SpecPath)
-		// The agent's cgroup first: the private root is its journal.
-		ag, err := orphanAgentCgroup(e.Name())
-		if serr == nil && s.AgentCgroup.FreezerDir != "" {
-			ag, err = s.AgentCgroup, nil
-		}
-		if err == nil {
-			err = RemoveAgentCgroup(ctx, ag)
-		}
-		if err == nil && serr == nil {
-			r.Spec = s
-			err = sweepWith(ctx, s)
-		}
-		if err != nil {
-			errs = append(errs, err)
-			if lock != nil {
-				lock.Close()
-			}
-			continue
-		}
-		_ = archiveAudit(l)
-		if err := r.removeFiles(ctx); err != nil {
+		if err := reclaimRoot(ctx, l, lock); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// reclaimRoot reclaims the private root of l, whose run is dead and whose
+// lock (nil when it has none) the caller holds: every process and cgroup
+// carrying the run id is killed, the agent cgroup removed, the runtime
+// swept, every remaining cgroup of the run removed, the audit archived and
+// the files removed. On error the lock is released and the root kept.
+func reclaimRoot(ctx context.Context, l Layout, lock *os.File) error {
+	r := &Run{Layout: l, lock: lock}
+	s, serr := ReadSpec(l.SpecPath)
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := KillRun(kctx, l.RunID, nil)
+	cancel()
+	// The agent's cgroup first: the private root is its journal.
+	if err == nil {
+		var ag AgentCgroup
+		ag, err = orphanAgentCgroup(l.RunID)
+		if serr == nil && s.AgentCgroup.FreezerDir != "" {
+			ag, err = s.AgentCgroup, nil
+		}
+		if err == nil {
+			err = RemoveAgentCgroup(ctx, ag)
+		}
+	}
+	if err == nil && serr == nil {
+		r.Spec = s
+		err = sweepWith(ctx, s)
+	}
+	if err == nil {
+		// What the runtime's own sweep did not recognise (a sandbox whose
+		// journal was never written or is unreadable) still carries the
+		// run id in its name.
+		err = removeRunCgroups(ctx, l.RunID)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return err
+	}
+	_ = archiveAudit(l)
+	return r.removeFiles(ctx)
 }
 
 // Summary condenses an audit log for the operator: requests answered and

@@ -31,6 +31,9 @@ func cmdRun(ctx context.Context, e env) int {
 	if len(e.args) > 0 && e.args[0] == "--agent-shim" {
 		return agentShim(e)
 	}
+	if len(e.args) > 0 && e.args[0] == host.WatchdogFlag {
+		return watchdogMode(e)
+	}
 	var cfgPath string
 	args := e.args
 	for len(args) > 0 && args[0] != "--" {
@@ -83,8 +86,17 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf: reclaimed %d run(s) left by a crash\n", n)
 	}
 	wd, _ := os.Getwd()
+	// The watchdog first: whatever kills awf from here on, it reclaims the
+	// run (host.StartWatchdog).
+	runID := host.NewRunID()
+	wdog, err := host.StartWatchdog(exe, host.NewLayout(runID, "", "", ""), e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
+	defer wdog.Release()
 	r, err := host.Prepare(ctx, host.Options{
-		Config: cfg, Getenv: getenv, Progress: e.stderr, Workdir: wd,
+		Config: cfg, Getenv: getenv, Progress: e.stderr, Workdir: wd, RunID: runID,
 		CLIBinary: filepath.Join(filepath.Dir(exe), "bounded-query"),
 	})
 	token = ""
