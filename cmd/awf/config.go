@@ -1,18 +1,34 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/staging"
 )
 
-const configValidateUsage = `usage: awf config validate [--config] FILE|-
+const configValidateUsage = `usage: awf config validate [--preflight] [--config] FILE|-
 
-Loads FILE ("-" for standard input) exactly as awf run does, prints its
-warnings and a one-line summary. Exits 0 if it is valid, 1 if not, 2 on
-usage errors.
+Loads FILE ("-" for standard input) exactly as awf run does, then runs every
+check of awf run that needs no staging: the agent user (exists, not root),
+each local source (an existing directory), a staging credential for each
+remote source, GITHUB_SERVER_URL. With --preflight it also checks this host
+as awf run would: root, the bounded-query CLI next to awf, the configured
+root filesystem, and the runtime (the Docker socket from dockerSocket or
+DOCKER_HOST, runsc for gvisor). Every problem is reported, one per line,
+with its JSON path (and line:column for a syntax error). Exits 0 if there
+is none, 1 if there are any, 2 on usage errors.
 `
 
 const configSchemaUsage = `usage: awf config schema
@@ -38,24 +54,49 @@ func configValidate(ctx context.Context, e env) int {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { fmt.Fprint(e.stderr, configValidateUsage) }
 	path := fs.String("config", "", "configuration file, or - for standard input")
-	if err := fs.Parse(e.args); err != nil {
+	preflight := fs.Bool("preflight", false, "also check this host as awf run would")
+	args := e.args
+	// FILE may come before the flags too.
+	var first string
+	if len(args) > 0 && args[0] != "-" && !strings.HasPrefix(args[0], "-") {
+		first, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	rest := fs.Args()
+	if first != "" {
+		rest = append([]string{first}, rest...)
+	}
 	switch {
-	case *path == "" && fs.NArg() == 1:
-		*path = fs.Arg(0)
-	case *path != "" && fs.NArg() == 0:
+	case *path == "" && len(rest) == 1:
+		*path = rest[0]
+	case *path != "" && len(rest) == 0:
 	default:
 		fmt.Fprint(e.stderr, configValidateUsage)
 		return 2
 	}
-	c, err := config.LoadFile(*path, e.stdin)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "awf config validate: %v\n", err)
+	report := func(problems []string) int {
+		for _, p := range problems {
+			fmt.Fprintf(e.stderr, "awf config validate: %s\n", p)
+		}
+		fmt.Fprintf(e.stderr, "awf config validate: %d problem(s); awf run would refuse this configuration\n", len(problems))
 		return 1
+	}
+	src, err := readConfigSource(*path, e.stdin)
+	if err != nil {
+		return report([]string{err.Error()})
+	}
+	c, err := config.Load(src)
+	if err != nil {
+		return report(loadProblems(*path, src, err))
 	}
 	for _, w := range c.Warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
+	exe, _ := os.Executable()
+	if problems := runChecks(c, os.Getenv, *preflight, filepath.Join(filepath.Dir(exe), "bounded-query")); len(problems) > 0 {
+		return report(problems)
 	}
 	b := c.BoundedQueries
 	if !b.Enabled {
@@ -65,4 +106,118 @@ func configValidate(ctx context.Context, e env) int {
 	fmt.Fprintf(e.stdout, "config ok: bounded queries enabled, runtime %s, %d repositories, timeout %ds, memory %s, maxInvocations %d\n",
 		b.Runtime, len(b.PrivateRepos), b.TimeoutSeconds, b.MemoryLimit, b.MaxInvocations)
 	return 0
+}
+
+// readConfigSource reads the file as config.LoadFile does.
+func readConfigSource(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	src, err := io.ReadAll(io.LimitReader(r, config.MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return src, nil
+}
+
+// loadProblems splits the loader's error into its problems (it joins them
+// with "; ") and gives a syntax error its line and column.
+func loadProblems(path string, src []byte, err error) []string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := lineCol(src, se.Offset)
+		return []string{fmt.Sprintf("%s:%d:%d: %v", path, line, col, err)}
+	}
+	msg := strings.TrimPrefix(err.Error(), "config: ")
+	return strings.Split(msg, "; ")
+}
+
+// lineCol converts the byte offset where encoding/json's decoder stopped
+// (the offending byte, or the start of the offending token) into a 1-based
+// line and column.
+func lineCol(src []byte, off int64) (line, col int) {
+	off = max(0, min(off, int64(len(src))))
+	before := src[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
+}
+
+// runChecks are the checks awf run makes before staging, each reported
+// with the JSON path (or the environment variable, or "host") it is about.
+// The conditions mirror host.Prepare and runPlain; the config tests check
+// that the two agree.
+func runChecks(c *config.Config, getenv func(string) string, preflight bool, cliBinary string) []string {
+	var out []string
+	add := func(where, format string, args ...any) {
+		out = append(out, where+": "+fmt.Sprintf(format, args...))
+	}
+	if _, err := host.ResolveAgent(c.Agent.User, getenv); err != nil {
+		add("agent.user", "%v", err)
+	}
+	bq := c.BoundedQueries
+	if !bq.Enabled {
+		return out
+	}
+	token := staging.ResolveToken(getenv)
+	if u := getenv("GITHUB_SERVER_URL"); u != "" {
+		if err := staging.ValidateServerURL(u); err != nil {
+			add("env GITHUB_SERVER_URL", "%v", err)
+		}
+	}
+	for i, r := range bq.PrivateRepos {
+		p := fmt.Sprintf("boundedQueries.privateRepos[%d].source", i)
+		switch {
+		case strings.HasPrefix(r.Source, "/"):
+			if fi, err := os.Stat(r.Source); err != nil {
+				add(p, "%s cannot be staged: %v", r.Repo, err)
+			} else if !fi.IsDir() {
+				add(p, "%s cannot be staged: %s is not a directory", r.Repo, r.Source)
+			}
+		case token == "":
+			add(p, "%s is staged from GitHub but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", r.Repo)
+		}
+	}
+	if !preflight {
+		return out
+	}
+	if os.Geteuid() != 0 {
+		add("host", "awf run must run as root (it builds sandboxes and namespaces)")
+	}
+	if fi, err := os.Stat(cliBinary); err != nil || !fi.Mode().IsRegular() {
+		add("host", "bounded-query CLI %s not found (build it with make build)", cliBinary)
+	}
+	if bq.RootFS != nil {
+		if fi, err := os.Stat(bq.RootFS.Path); err != nil || !fi.IsDir() {
+			add("boundedQueries.rootfs.path", "%s is not a directory", bq.RootFS.Path)
+		}
+	}
+	switch bq.Runtime {
+	case "docker":
+		where := "boundedQueries.dockerSocket"
+		if bq.DockerSocket == "" {
+			where = "env DOCKER_HOST"
+		}
+		sock, from, err := host.DockerSocket(bq.DockerSocket, getenv("DOCKER_HOST"))
+		if err != nil {
+			add(where, "%v", err)
+		} else if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			add(where, "Docker host must be a local Unix socket: %s (%s) is not one", sock, from)
+		}
+	case "gvisor":
+		if bq.RunscPath != "" {
+			if fi, err := os.Stat(bq.RunscPath); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+				add("boundedQueries.runscPath", "%s is not an executable file", bq.RunscPath)
+			}
+		} else if _, err := exec.LookPath("runsc"); err != nil {
+			add("boundedQueries.runtime", "runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")
+		}
+	}
+	return out
 }

@@ -82,7 +82,7 @@ func tree() *node {
 			values: []string{"config"}, internal: []string{"--serve"}},
 		{name: "config", summary: "validate a configuration or print its JSON Schema", subs: []*node{
 			{name: "validate", summary: "check a configuration file", usage: configValidateUsage, run: configValidate,
-				values: []string{"config"}},
+				values: []string{"config"}, bools: []string{"preflight"}},
 			{name: "schema", summary: "print the configuration's JSON Schema", usage: configSchemaUsage, run: configSchema},
 		}},
 		{name: "schema", summary: "check schemas and validate answers", usage: schemaUsage, subs: []*node{

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run this binary as awf itself (AWF_TEST_AS_AWF=1),
+// for commands such as awf run that change their own process.
+func TestMain(m *testing.M) {
+	if os.Getenv("AWF_TEST_AS_AWF") == "1" {
+		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// awfBinary copies the test binary into a directory with a bounded-query
+// file next to it, as make build lays them out.
+func awfBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	src, err := os.Open(self)
+	require.NoError(t, err)
+	defer src.Close()
+	exe := filepath.Join(dir, "awf")
+	dst, err := os.OpenFile(exe, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bounded-query"), []byte("#!/bin/sh\n"), 0o755))
+	return exe
+}
+
+// TestConfigValidateAgreesWithRun: for every configuration awf run refuses
+// before it runs the agent, awf config validate --preflight refuses it too
+// and names the JSON path (or variable) at fault.
+func TestConfigValidateAgreesWithRun(t *testing.T) {
+	require.Equal(t, 0, os.Geteuid(), "awf run's checks need root")
+	exe := awfBinary(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	repo := t.TempDir()
+	bq := func(extra string) string {
+		return `{"agent":{"user":"nobody"},"boundedQueries":{"enabled":true,"privateRepos":[` + extra + `]}}`
+	}
+	local := `{"repo":"o/r","sensitivity":"internal","source":"` + repo + `"}`
+	withRuntime := func(rt, more string) string {
+		return `{"agent":{"user":"nobody"},"boundedQueries":{"enabled":true,"runtime":"` + rt + `"` + more + `,"privateRepos":[` + local + `]}}`
+	}
+	cases := []struct {
+		name, cfg string
+		env       []string
+		where     string
+	}{
+		{"syntax error", "{\n \"agent\": {,}}", nil, "cfg.json:2:12"},
+		{"unknown key", `{"agent":{"user":"nobody"},"nope":1}`, nil, "nope"},
+		{"bad sensitivity", bq(`{"repo":"o/r","sensitivity":"secret","source":"` + repo + `"}`), nil, "boundedQueries.privateRepos[0].sensitivity"},
+		{"relative source", bq(`{"repo":"o/r","sensitivity":"internal","source":"rel/dir"}`), nil, "boundedQueries.privateRepos[0].source"},
+		{"agent root", `{"agent":{"user":"root"},"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, nil, "agent.user: agent user: refusing to run the agent as root"},
+		{"agent unknown", `{"agent":{"user":"no-such-user-awf"},"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, nil, "agent.user"},
+		{"agent unset", `{"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, nil, "agent.user"},
+		{"agent from bad SUDO_UID", `{"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, []string{"SUDO_UID=x", "SUDO_GID=y"}, "agent.user"},
+		{"local source missing", bq(`{"repo":"o/r","sensitivity":"internal","source":"` + dir + `/missing"}`), nil, "boundedQueries.privateRepos[0].source"},
+		{"local source a file", bq(`{"repo":"o/r","sensitivity":"internal","source":"` + file + `"}`), nil, "boundedQueries.privateRepos[0].source"},
+		{"remote without credential", bq(local + `,{"repo":"o/remote","sensitivity":"internal"}`), nil, "boundedQueries.privateRepos[1].source"},
+		{"bad GITHUB_SERVER_URL", bq(local), []string{"GITHUB_SERVER_URL=http://example.invalid"}, "env GITHUB_SERVER_URL"},
+		{"docker over tcp", withRuntime("docker", ""), []string{"DOCKER_HOST=tcp://127.0.0.1:2375"}, "env DOCKER_HOST"},
+		{"docker socket not a socket", withRuntime("docker", `,"dockerSocket":"`+file+`"`), nil, "boundedQueries.dockerSocket"},
+		{"docker DOCKER_HOST not a socket", withRuntime("docker", ""), []string{"DOCKER_HOST=unix://" + file}, "env DOCKER_HOST"},
+		{"runsc missing", withRuntime("gvisor", ""), []string{"PATH=" + dir}, "boundedQueries.runtime"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "cfg.json")
+			require.NoError(t, os.WriteFile(cfg, []byte(tc.cfg), 0o600))
+			env := append([]string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, tc.env...)
+			run := func(args ...string) (int, string) {
+				cmd := exec.Command(exe, args...)
+				cmd.Env, cmd.Dir = env, dir
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				err := cmd.Run()
+				code := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else {
+					require.NoError(t, err)
+				}
+				return code, out.String()
+			}
+			vrc, vout := run("config", "validate", "--preflight", cfg)
+			assert.Equal(t, 1, vrc, "validate: %s", vout)
+			assert.Contains(t, vout, "awf config validate: ")
+			assert.Contains(t, vout, tc.where, "validate names the place at fault")
+			rrc, rout := run("run", "--config", cfg, "--", "/bin/true")
+			assert.Equal(t, exitAWF, rrc, "awf run refuses it too: %s", rout)
+			assert.NotContains(t, rout, "broker ready", "awf run got as far as the agent")
+		})
+	}
+}
+
+func TestConfigValidateGoodAndUsage(t *testing.T) {
+	repo := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(
+		`{"agent":{"user":"nobody"},"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/r","sensitivity":"internal","source":%q}]}}`, repo)), 0o600))
+	rc, out, errOut := runAWF(t, "", "config", "validate", cfg)
+	assert.Equal(t, 0, rc, errOut)
+	assert.Contains(t, out, "config ok: bounded queries enabled")
+	rc, out, _ = runAWF(t, "", "config", "validate", cfg, "--preflight")
+	assert.Equal(t, 1, rc, "the test binary has no bounded-query next to it")
+	assert.Empty(t, out)
+	for _, args := range [][]string{{}, {"a", "b"}, {"--config", cfg, "extra"}, {"--bogus"}} {
+		rc, out, errOut := runAWF(t, "", append([]string{"config", "validate"}, args...)...)
+		assert.Equal(t, 2, rc, "%v", args)
+		assert.Empty(t, out)
+		assert.True(t, strings.Contains(errOut, "usage: awf config validate"), errOut)
+	}
+}
