@@ -27,6 +27,7 @@ lint    reports syntax errors, unknown names, duplicates, dangerous allows and
 show    prints the header and the rules by group, with their reasons.
 table   prints the decision table computed from the compiled BPF: one line per
         arch, syscall and argument case (default: every arch in the header).
+        FILE may also be Docker or OCI seccomp JSON, as for diff.
 diff    prints the semantic differences between the two decision tables
         ("+ allow statx (x86_64)"); exits 1 if there are any. OLD and NEW may
         each be a .policy file, a Docker seccomp profile or OCI seccomp JSON
@@ -224,35 +225,22 @@ func policyShow(e env, pa policyArgs) int {
 	return 0
 }
 
-// tables computes p's table for arch, or for every arch in its header.
-func tables(p *policy.Policy, arch string) (policy.Table, error) {
-	archs := p.Arches
-	if arch != "" {
-		archs = []string{arch}
-	}
-	var ts []policy.Table
-	for _, a := range archs {
-		t, err := p.Table(a)
-		if err != nil {
-			return policy.Table{}, err
-		}
-		ts = append(ts, t)
-	}
-	return policy.Merge(ts...), nil
-}
-
 func policyTable(e env, pa policyArgs) int {
 	if !oneFile(e, pa, "table") {
 		return 2
 	}
-	p, ok := loadPolicy(e, pa.files[0])
-	if !ok {
-		return 1
-	}
-	t, err := tables(p, pa.arch)
+	src, err := loadDecisions(e.stdin, pa.files[0])
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf policy table: %v\n", err)
 		return 1
+	}
+	t, err := src.tables(pa.arch)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf policy table: %v\n", err)
+		return 1
+	}
+	if src.format != policy.FormatPolicy {
+		fmt.Fprintf(e.stdout, "# %s: %s seccomp JSON, resolved for %s\n", pa.files[0], src.format, policy.ImportAssumption)
 	}
 	if _, err := t.WriteTo(e.stdout); err != nil {
 		return 1
@@ -274,23 +262,14 @@ func policyDiff(e env, pa policyArgs) int {
 		}
 		srcs[i] = s
 	}
-	archs := pa.arch
 	var ts [2]policy.Table
 	for i, s := range srcs {
-		want := s.arches
-		if archs != "" {
-			want = []string{archs}
+		t, err := s.tables(pa.arch)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
+			return 2
 		}
-		var parts []policy.Table
-		for _, a := range want {
-			t, err := s.table(a)
-			if err != nil {
-				fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
-				return 2
-			}
-			parts = append(parts, t)
-		}
-		ts[i] = policy.Merge(parts...)
+		ts[i] = t
 	}
 	for i, s := range srcs {
 		if s.format != policy.FormatPolicy {
@@ -342,6 +321,23 @@ type decisionSource struct {
 	format string
 	arches []string
 	table  func(arch string) (policy.Table, error)
+}
+
+// tables merges the source's tables for arch, or for every arch it covers.
+func (s decisionSource) tables(arch string) (policy.Table, error) {
+	want := s.arches
+	if arch != "" {
+		want = []string{arch}
+	}
+	parts := make([]policy.Table, 0, len(want))
+	for _, a := range want {
+		t, err := s.table(a)
+		if err != nil {
+			return policy.Table{}, err
+		}
+		parts = append(parts, t)
+	}
+	return policy.Merge(parts...), nil
 }
 
 // loadDecisions reads file and tells its format by content.

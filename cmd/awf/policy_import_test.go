@@ -65,3 +65,12 @@ func TestPolicyImportRefusesBadJSON(t *testing.T) {
 	assert.Equal(t, 2, rc)
 	assert.Contains(t, errOut, `duplicate key "defaultAction"`)
 }
+
+func TestPolicyTableOfDockerProfile(t *testing.T) {
+	rc, out, errOut := runAWF(t, "", "policy", "table", dockerDefaultProfile, "--arch", "aarch64")
+	require.Equal(t, 0, rc, errOut)
+	assert.Contains(t, out, "# default: errno EPERM")
+	assert.Regexp(t, `(?m)^aarch64\s+ptrace\s+allow$`, out)
+	assert.Regexp(t, `(?m)^aarch64\s+mount\s+errno EPERM$`, out)
+	assert.NotRegexp(t, `(?m)^x86_64\s`, out)
+}
