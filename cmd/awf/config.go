@@ -134,6 +134,10 @@ func loadProblems(path string, src []byte, err error) []string {
 		line, col := lineCol(src, se.Offset)
 		return []string{fmt.Sprintf("%s:%d:%d: %v", path, line, col, err)}
 	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		line, col := lineCol(src, int64(len(src)))
+		return []string{fmt.Sprintf("%s:%d:%d: %v (the document ends before it is complete)", path, line, col, err)}
+	}
 	msg := strings.TrimPrefix(err.Error(), "config: ")
 	return strings.Split(msg, "; ")
 }

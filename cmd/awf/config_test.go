@@ -81,7 +81,25 @@ func TestConfigValidateAgreesWithRun(t *testing.T) {
 		{"docker socket not a socket", withRuntime("docker", `,"dockerSocket":"`+file+`"`), nil, "boundedQueries.dockerSocket"},
 		{"docker DOCKER_HOST not a socket", withRuntime("docker", ""), []string{"DOCKER_HOST=unix://" + file}, "env DOCKER_HOST"},
 		{"runsc missing", withRuntime("gvisor", ""), []string{"PATH=" + dir}, "boundedQueries.runtime"},
+		{"runsc path missing", withRuntime("gvisor", `,"runscPath":"`+dir+`/runsc"`), nil, "boundedQueries.runscPath"},
+		{"rootfs missing", withRuntime("direct", `,"rootfs":{"path":"`+dir+`/rootfs","digest":"sha256:`+strings.Repeat("0", 64)+`"}`), nil, "boundedQueries.rootfs.path"},
+		{"rootfs without digest", withRuntime("direct", `,"rootfs":{"path":"`+dir+`"}`), nil, "boundedQueries.rootfs"},
+		{"unknown runtime", withRuntime("kvm", ""), nil, "boundedQueries.runtime"},
+		{"timeout zero", withRuntime("direct", `,"timeout":0`), nil, "boundedQueries.timeout"},
+		{"timeout too long", withRuntime("direct", `,"timeout":541`), nil, "boundedQueries.timeout"},
+		{"memory too small", withRuntime("direct", `,"memoryLimit":"1m"`), nil, "boundedQueries.memoryLimit"},
+		{"interpreter", withRuntime("direct", `,"interpreter":"python2"`), nil, "boundedQueries.interpreter"},
+		{"maxInvocations zero", withRuntime("direct", `,"maxInvocations":0`), nil, "boundedQueries.maxInvocations"},
+		{"relative dockerSocket", withRuntime("docker", `,"dockerSocket":"docker.sock"`), nil, "boundedQueries.dockerSocket"},
+		{"no repositories", `{"agent":{"user":"nobody"},"boundedQueries":{"enabled":true,"privateRepos":[]}}`, nil, "boundedQueries.privateRepos"},
+		{"duplicate slug", bq(local + "," + strings.Replace(local, `"o/r"`, `"O/R"`, 1)), nil, "boundedQueries.privateRepos[1]"},
+		{"duplicate key", `{"agent":{"user":"nobody","user":"root"}}`, nil, "duplicate key"},
+		{"truncated", `{"agent":{"user":"nobody"}`, nil, "cfg.json:1:27: "},
+		{"top-level array", `[]`, nil, "config"},
+		{"agent network", `{"agent":{"user":"nobody","network":"bridge"},"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, nil, "agent.network"},
+		{"GitHub token allowed to the agent", `{"agent":{"user":"nobody","env":{"allow":["GH_TOKEN"]}},"boundedQueries":{"enabled":true,"privateRepos":[` + local + `]}}`, nil, "agent.env.allow[0]"},
 	}
+	require.GreaterOrEqual(t, len(cases), 30)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "cfg.json")
