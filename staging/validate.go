@@ -77,8 +77,8 @@ func validCommit(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && isLowerHex(s)
 }
 
-// validRunID reports whether s is 32 lower-case hex digits.
-func validRunID(s string) bool { return len(s) == 32 && isLowerHex(s) }
+// validRunID reports whether s is a run id by proto's one rule.
+func validRunID(s string) bool { return proto.ValidateRunID(s) == nil }
 
 // validToken reports whether a credential is printable ASCII without spaces,
 // so that it can only travel as one HTTP basic-auth password.

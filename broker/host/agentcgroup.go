@@ -17,6 +17,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/proto"
 )
 
 // The agent's cgroups. While a query against a metered repository runs, the
@@ -159,7 +160,8 @@ func (a AgentCgroup) Dirs() []string {
 	return []string{a.FreezerDir, a.CpusetDir}
 }
 
-var runIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+// runIDPattern is proto's one run-id rule.
+var runIDPattern = regexp.MustCompile(proto.RunIDPattern)
 
 // PlanAgentCgroup computes the agent's cgroup paths and the CPU split for
 // run runID, whose sandboxes use the parent cgroup parent. It creates

@@ -5,10 +5,9 @@
 package host
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"path/filepath"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // Default base directories. Every run gets one directory below each.
@@ -42,14 +41,8 @@ type Layout struct {
 	AuditArchive string // where teardown copies the audit directory
 }
 
-// NewRunID returns 16 random bytes in hex.
-func NewRunID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("random: %v", err))
-	}
-	return hex.EncodeToString(b[:])
-}
+// NewRunID returns a fresh run id (proto.NewRunID).
+func NewRunID() string { return proto.NewRunID() }
 
 // NewLayout returns the layout of a run under the given bases ("" = default).
 func NewLayout(runID, privateBase, ingressBase, auditArchive string) Layout {

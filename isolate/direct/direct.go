@@ -82,8 +82,9 @@ func InitIfRequested() {
 	runtime.LockOSThread()
 }
 
-// idPattern is what a run id may contain: it becomes part of container ids,
-// cgroup names and paths.
+// idPattern is what a cgroup parent and a swept container name may contain:
+// they become parts of cgroup names and paths. Run ids follow
+// workspace.ValidID, the rule every backend applies.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Runtime is the direct backend. It owns HostConfig.StateDir exclusively
@@ -124,8 +125,9 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 
 // Open is New with the concrete type, for callers that need CgroupMode.
 func Open(h isolate.HostConfig) (*Runtime, error) {
-	if !idPattern.MatchString(h.RunID) {
-		return nil, fmt.Errorf("direct: run id %q must match %s", h.RunID, idPattern)
+	if err := workspace.ValidID("run", h.RunID); err != nil {
+		// The rule every backend applies to run ids.
+		return nil, fmt.Errorf("direct: %w", err)
 	}
 	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
 		return nil, fmt.Errorf("direct: state dir %q must be an absolute path", h.StateDir)

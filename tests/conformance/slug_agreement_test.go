@@ -11,6 +11,7 @@ import (
 
 	"github.com/awf-project/awf/broker/client"
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/staging"
 )
@@ -86,5 +87,20 @@ func TestSlugCheckersAgree(t *testing.T) {
 		for name, ok := range checkers {
 			assert.Equal(t, want, ok(s), "%s on %q", name, s)
 		}
+	}
+}
+
+// TestRunIDRule checks that the broker's run ids (proto's rule) are ids
+// every sandbox backend accepts (workspace.ValidID), and that the rule
+// refuses what is not 32 lower-case hex digits.
+func TestRunIDRule(t *testing.T) {
+	for range 200 {
+		id := proto.NewRunID()
+		require.NoError(t, proto.ValidateRunID(id))
+		require.NoError(t, workspace.ValidID("run", id))
+	}
+	for _, bad := range []string{"", strings.Repeat("a", 31), strings.Repeat("a", 33), strings.Repeat("A", 32),
+		strings.Repeat("g", 32), strings.Repeat("a", 31) + "\n", "../" + strings.Repeat("a", 29)} {
+		assert.Error(t, proto.ValidateRunID(bad), "%q", bad)
 	}
 }
