@@ -69,7 +69,11 @@ func TestImportDockerDefault(t *testing.T) {
 		assert.True(t, strings.HasSuffix(r, " : "+ReasonNeeded), r)
 	}
 	needed := 0
+	defaultLine := 1 + strings.Count(d[:strings.Index(d, "default errno EPERM")], "\n")
 	for _, f := range Lint("draft.policy", []byte(d)) {
+		if strings.Contains(f.Msg, "imported default action") {
+			assert.Equal(t, defaultLine, f.Line, f.String())
+		}
 		if strings.Contains(f.Msg, "reason needed") {
 			assert.Equal(t, SevError, f.Severity)
 			needed++

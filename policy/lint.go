@@ -66,7 +66,7 @@ func Lint(name string, src []byte) []Finding {
 		out = append(out, Finding{File: name, Line: r.Line, Col: r.Col, Severity: sev, Msg: fmt.Sprintf(format, args...)})
 	}
 	if strings.HasPrefix(p.DefaultReason, ReasonNeeded) {
-		out = append(out, Finding{File: name, Line: 1, Col: 1, Severity: SevError, Msg: "reason needed: the imported default action has no reviewed reason"})
+		out = append(out, Finding{File: name, Line: p.defaultLine, Col: 1, Severity: SevError, Msg: "reason needed: the imported default action has no reviewed reason"})
 	}
 	for _, r := range p.Rules {
 		if strings.HasPrefix(strings.TrimSpace(r.Reason), ReasonNeeded) {

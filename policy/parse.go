@@ -227,6 +227,7 @@ func (ps *parser) parseDefault(kw token, rest []token, reason string) {
 	ps.seenDef = true
 	ps.p.DefaultAction = act
 	ps.p.DefaultReason = reason
+	ps.p.defaultLine = ps.line
 }
 
 func (ps *parser) parseGroup(kw token, rest []token, desc string) {

@@ -33,6 +33,8 @@ type Policy struct {
 	DefaultAction Action
 	// DefaultReason explains the default action.
 	DefaultReason string
+	// defaultLine is the line of the default directive (for lint).
+	defaultLine int
 	// Arches are the architectures the policy was reviewed for.
 	Arches []string
 	// Groups are the rule groups in file order.
