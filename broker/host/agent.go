@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -96,6 +97,9 @@ func RunAgent(ctx context.Context, exe string, a ShimArgs, env, argv []string, s
 	cmd := exec.Command(exe, args...)
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if a.APIProxyHandoff != nil {
+		cmd.ExtraFiles = []*os.File{a.APIProxyHandoff} // the shim's fd 3
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// A new IPC namespace too: the host's System V objects and POSIX
 		// message queues are not the agent's to see.

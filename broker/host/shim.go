@@ -34,6 +34,14 @@ type ShimArgs struct {
 	// Cgroups are the agent's cgroup directories, one per hierarchy; the
 	// shim joins each before it starts anything.
 	Cgroups []string
+	// APIProxyPort, with NetworkNone, has the shim listen on
+	// 127.0.0.1:APIProxyPort inside the agent's network namespace and send
+	// that listener over APIProxyHandoff (its fd 3) to the API proxy, which
+	// serves it from outside. 0 (the default) means no such listener.
+	APIProxyPort int
+	// APIProxyHandoff is the shim's end of the hand-off socket; RunAgent
+	// passes it as fd 3. It is not part of the command line.
+	APIProxyHandoff *os.File
 }
 
 // The values of ShimArgs.Network.
@@ -51,6 +59,7 @@ const (
 	shimOptHide    = "--hide="
 	shimOptNetwork = "--network="
 	shimOptCgroup  = "--cgroup="
+	shimOptProxy   = "--api-proxy-port="
 )
 
 // Argv renders the shim's arguments after "awf run --agent-shim": the five
@@ -63,6 +72,9 @@ func (a ShimArgs) Argv() []string {
 	}
 	if a.Network != "" {
 		v = append(v, shimOptNetwork+a.Network)
+	}
+	if a.APIProxyPort != 0 {
+		v = append(v, shimOptProxy+strconv.Itoa(a.APIProxyPort))
 	}
 	for _, p := range a.Cgroups {
 		v = append(v, shimOptCgroup+p)
@@ -107,6 +119,12 @@ func ParseShimArgs(v []string) (ShimArgs, error) {
 				return ShimArgs{}, fmt.Errorf("agent shim: network %q: want %q or %q", n, NetworkHost, NetworkNone)
 			}
 			a.Network, stage = n, 1
+		case strings.HasPrefix(o, shimOptProxy) && stage <= 1 && a.APIProxyPort == 0:
+			n, err := strconv.Atoi(strings.TrimPrefix(o, shimOptProxy))
+			if err != nil || n < 1 || n > 65535 || o != shimOptProxy+strconv.Itoa(n) {
+				return ShimArgs{}, fmt.Errorf("agent shim: api proxy port %q: want 1..65535", o)
+			}
+			a.APIProxyPort, stage = n, 1
 		case strings.HasPrefix(o, shimOptCgroup):
 			p := strings.TrimPrefix(o, shimOptCgroup)
 			if !cleanAbs(p) {
@@ -176,9 +194,17 @@ func runShim(a ShimArgs, argv []string, k shimKnobs) (int, error) {
 	}
 	switch a.Network {
 	case "", NetworkHost:
+		if a.APIProxyPort != 0 {
+			return 1, errors.New("agent shim: an api proxy listener is handed off only with network none")
+		}
 	case NetworkNone:
 		if err := enterNetworkNone(); err != nil {
 			return 1, err
+		}
+		if a.APIProxyPort != 0 {
+			if err := handOffProxyListener(os.NewFile(shimHandoffFD, "api-proxy-handoff"), a.APIProxyPort); err != nil {
+				return 1, err
+			}
 		}
 	default:
 		return 1, fmt.Errorf("agent shim: network %q: want %q or %q", a.Network, NetworkHost, NetworkNone)

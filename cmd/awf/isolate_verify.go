@@ -157,7 +157,6 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		return fail("policy: %v", err)
 	}
 	root := *rootDir
-	var rootDigest string
 	if root == "" {
 		dir, err := os.MkdirTemp("", "awf-verify-rootfs-")
 		if err != nil {
@@ -171,18 +170,16 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		if err != nil {
 			return fail("build root filesystem: %v", err)
 		}
-		rootDigest = d
 		if *progress {
 			fmt.Fprintf(e.stderr, "built root filesystem %s\n", d)
 		}
 	} else {
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		d, err := rootfs.Verify(vctx, root, *digest)
+		_, err := rootfs.Verify(vctx, root, *digest)
 		cancel()
 		if err != nil {
 			return fail("root filesystem: %v", err)
 		}
-		rootDigest = d
 	}
 	if *agent {
 		return runAgentVerify(ctx, e, agentVerify{networks: agentNets, user: *agentUser, cgroupParent: *cgroupParent, asJSON: *asJSON, progress: *progress}, root, pol)
@@ -199,8 +196,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		return fail("%v", err)
 	}
 	opts := verify.Options{
-		Runtimes: names, Required: required, RootFS: root, RootFSDigest: rootDigest, Policy: pol, PolicyFile: *policyFile,
-		PrivateRoot: *privateRoot, Probes: probes,
+		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,
+		Probes: probes,
 		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock,
 			SandboxCPUs: split.Sandbox},
 	}

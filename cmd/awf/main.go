@@ -77,7 +77,7 @@ func tree() *node {
 	}
 	return &node{name: "awf", subs: []*node{
 		{name: "run", summary: "run an agent command with the bounded-query broker", usage: runUsage, run: cmdRun,
-			values: []string{"config"}, internal: []string{"--agent-shim"}},
+			values: []string{"config"}, internal: []string{"--agent-shim", apiProxyFlag}},
 		{name: "broker", summary: "run the broker in the foreground", usage: brokerUsage, run: cmdBroker,
 			values: []string{"config"}, internal: []string{"--serve"}},
 		{name: "config", summary: "validate a configuration or print its JSON Schema", subs: []*node{

@@ -31,6 +31,9 @@ func cmdRun(ctx context.Context, e env) int {
 	if len(e.args) > 0 && e.args[0] == "--agent-shim" {
 		return agentShim(e)
 	}
+	if len(e.args) > 0 && e.args[0] == apiProxyFlag {
+		return apiProxyServe(ctx, e)
+	}
 	if len(e.args) > 0 && e.args[0] == host.WatchdogFlag {
 		return watchdogMode(e)
 	}
@@ -57,6 +60,12 @@ func cmdRun(ctx context.Context, e env) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(e.stderr, "awf: warning: %s\n", w)
 	}
+	// The model keys are read once, here, and scrubbed below with the rest.
+	apiKeys, apiKeyVars, err := apiProxyKeys(cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		return exitAWF
+	}
 	if !cfg.BoundedQueries.Enabled {
 		return runPlain(ctx, e, cfg, argv)
 	}
@@ -69,7 +78,7 @@ func cmdRun(ctx context.Context, e env) int {
 	// agent may not have are removed from this process's environment (and
 	// /proc) before anything long-lived starts.
 	token := staging.ResolveToken(os.Getenv)
-	if err := staging.ScrubEnviron(host.CredentialsToScrub(os.Environ(), cfg.Agent.EnvAllow)...); err != nil {
+	if err := staging.ScrubEnviron(append(host.CredentialsToScrub(os.Environ(), cfg.Agent.EnvAllow), apiKeyVars...)...); err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
@@ -117,12 +126,25 @@ func cmdRun(ctx context.Context, e env) int {
 	shim := host.ShimArgs{UID: r.Agent.UID, GID: r.Agent.GID, PrivateBase: r.Layout.PrivateBase,
 		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot,
 		Hide: r.AgentHide(), Network: shimNetwork(r.Network), Cgroups: r.Spec.AgentCgroup.Dirs()}
+	px, agentEnv, err := startAPIProxy(ctx, exe, cfg.APIProxy, r, apiKeys, &shim, host.AgentEnv(os.Environ(), r), e.stderr)
+	apiKeys = nil
+	if err != nil {
+		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		if terr := host.Teardown(ctx, r, b); terr != nil {
+			fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+		}
+		return exitAWF
+	}
 	host.ThawIfBrokerDies(b, r.Spec.AgentCgroup)
-	code, err := host.RunAgent(ctx, exe, shim, host.AgentEnv(os.Environ(), r), argv, e.stdin, e.stdout, e.stderr)
+	code, err := host.RunAgent(ctx, exe, shim, agentEnv, argv, e.stdin, e.stdout, e.stderr)
+	if shim.APIProxyHandoff != nil {
+		shim.APIProxyHandoff.Close()
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		code = exitAWF
 	}
+	stopAPIProxy(px, e.stderr)
 	terr := host.Teardown(ctx, r, b)
 	if s, err := host.Summary(filepath.Join(r.Layout.AuditArchive, "bounded-query.jsonl")); err == nil {
 		fmt.Fprintf(e.stderr, "awf: audit: %s\nawf: audit log kept in %s\n", s, r.Layout.AuditArchive)
