@@ -80,6 +80,20 @@ func TestImportDockerDefault(t *testing.T) {
 		}
 	}
 	assert.Equal(t, len(rules)+1, needed, "one 'reason needed' error per rule and for the default")
+	// Lint tells the reviewer what Docker's default lets a container do.
+	var warnings []string
+	for _, f := range Lint("draft.policy", []byte(d)) {
+		if f.Severity == SevWarning {
+			warnings = append(warnings, f.Msg)
+		}
+	}
+	joined := strings.Join(warnings, "\n")
+	for _, w := range []string{"allows ioctl TIOCSTI:", "allows ioctl TIOCLINUX:", "allows ioctl TIOCSETD:", "allows ptrace:",
+		"allows process_vm_writev:", "allows name_to_handle_at:", "allows personality 0x0, not only the query",
+		"allows socket family AF_INET beyond AF_UNIX", "allows socketpair family AF_INET beyond AF_UNIX"} {
+		assert.Contains(t, joined, w)
+	}
+	assert.NotContains(t, joined, "allows clone with namespace flags", "Docker's clone rule clears every CLONE_NEW* flag")
 }
 
 // TestDiffPython3AgainstDockerDefault is the reviewed comparison in
