@@ -41,11 +41,14 @@ const (
 	KindCleanupFailed  Kind = "cleanup-failed"
 )
 
-// Kinds lists every outcome kind, in a stable order.
-var Kinds = []Kind{
-	KindOK, KindTimeout, KindOOM, KindPidsLimit, KindFileSizeLimit, KindSeccompKill,
-	KindNonzeroExit, KindOutputMissing, KindOutputTooLarge, KindOutputInvalid,
-	KindLaunchFailed, KindCleanupFailed,
+// Kinds returns every outcome kind, in a stable order, a fresh slice each
+// call.
+func Kinds() []Kind {
+	return []Kind{
+		KindOK, KindTimeout, KindOOM, KindPidsLimit, KindFileSizeLimit, KindSeccompKill,
+		KindNonzeroExit, KindOutputMissing, KindOutputTooLarge, KindOutputInvalid,
+		KindLaunchFailed, KindCleanupFailed,
+	}
 }
 
 // Paths inside every sandbox. They are the same for all backends.

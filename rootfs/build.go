@@ -82,7 +82,7 @@ func (b *builder) build(python string) error {
 	if err := b.writeEtc(); err != nil {
 		return err
 	}
-	for _, m := range MountPoints {
+	for _, m := range MountPoints() {
 		if err := os.MkdirAll(filepath.Join(b.out, m), 0o755); err != nil {
 			return fmt.Errorf("mount point %s: %w", m, err)
 		}

@@ -22,9 +22,12 @@ import (
 // It must be the distribution's interpreter, never a version-manager shim.
 const DefaultPython = "/usr/bin/python3"
 
-// MountPoints are the directories that exist, empty, in every built root so
-// that no sandbox backend ever has to create one in the shared tree.
-var MountPoints = []string{"/proc", "/dev", "/sys", "/tmp", "/query", "/query/repo", "/awf"}
+// MountPoints returns the directories that exist, empty, in every built root
+// so that no sandbox backend ever has to create one in the shared tree. It
+// returns a fresh slice each call.
+func MountPoints() []string {
+	return []string{"/proc", "/dev", "/sys", "/tmp", "/query", "/query/repo", "/awf"}
+}
 
 // Options control Build.
 type Options struct {

@@ -101,7 +101,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 func TestContents(t *testing.T) {
 	has := func(p string) bool { _, err := os.Lstat(filepath.Join(built.dir, p)); return err == nil }
-	for _, p := range append(rootfs.MountPoints, "usr/bin/python3", "etc/passwd", "etc/group",
+	for _, p := range append(rootfs.MountPoints(), "usr/bin/python3", "etc/passwd", "etc/group",
 		"usr/lib/python3.11/os.py", "usr/lib/python3.11/json/__pycache__/__init__.cpython-311.pyc",
 		"lib64/ld-linux-x86-64.so.2", "usr/lib/x86_64-linux-gnu/libc.so.6") {
 		assert.True(t, has(p), "missing %s", p)

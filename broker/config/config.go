@@ -26,11 +26,9 @@ const (
 	MaxMaxInvocations = 10000
 )
 
-// Runtimes lists the accepted values of boundedQueries.runtime.
-var Runtimes = []string{"direct", "gvisor", "docker", "sbx"}
-
-// Sensitivities lists the accepted sensitivity classes.
-var Sensitivities = []string{"public", "internal", "confidential", "sealed"}
+// Runtimes returns the accepted values of boundedQueries.runtime, a fresh
+// slice each call.
+func Runtimes() []string { return []string{"direct", "gvisor", "docker", "sbx"} }
 
 // Config is a loaded, checked configuration.
 type Config struct {

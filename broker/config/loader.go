@@ -125,8 +125,8 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 	}
 	if v, ok := m["runtime"]; ok {
 		if s, ok := l.str(p+".runtime", v); ok {
-			if !slices.Contains(Runtimes, s) {
-				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes, ", "))
+			if !slices.Contains(Runtimes(), s) {
+				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes(), ", "))
 			}
 			b.Runtime = s
 		}
@@ -254,10 +254,10 @@ func (l *loader) repo(p string, m map[string]any) (Repo, bool) {
 		r.Repo = s
 	}
 	if v, ok := m["sensitivity"]; !ok {
-		l.fail(p+".sensitivity", "is required (one of %s)", strings.Join(Sensitivities, ", "))
+		l.fail(p+".sensitivity", "is required (one of %s)", strings.Join(proto.Sensitivities(), ", "))
 	} else if s, ok := l.str(p+".sensitivity", v); ok {
-		if !slices.Contains(Sensitivities, s) {
-			l.fail(p+".sensitivity", "%q is not one of %s", s, strings.Join(Sensitivities, ", "))
+		if !slices.Contains(proto.Sensitivities(), s) {
+			l.fail(p+".sensitivity", "%q is not one of %s", s, strings.Join(proto.Sensitivities(), ", "))
 		}
 		r.Sensitivity = s
 	}

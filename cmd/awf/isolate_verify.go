@@ -157,6 +157,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		return fail("policy: %v", err)
 	}
 	root := *rootDir
+	var rootDigest string
 	if root == "" {
 		dir, err := os.MkdirTemp("", "awf-verify-rootfs-")
 		if err != nil {
@@ -170,16 +171,18 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		if err != nil {
 			return fail("build root filesystem: %v", err)
 		}
+		rootDigest = d
 		if *progress {
 			fmt.Fprintf(e.stderr, "built root filesystem %s\n", d)
 		}
 	} else {
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		_, err := rootfs.Verify(vctx, root, *digest)
+		d, err := rootfs.Verify(vctx, root, *digest)
 		cancel()
 		if err != nil {
 			return fail("root filesystem: %v", err)
 		}
+		rootDigest = d
 	}
 	if *agent {
 		return runAgentVerify(ctx, e, agentVerify{networks: agentNets, user: *agentUser, cgroupParent: *cgroupParent, asJSON: *asJSON, progress: *progress}, root, pol)
@@ -196,8 +199,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		return fail("%v", err)
 	}
 	opts := verify.Options{
-		Runtimes: names, Required: required, RootFS: root, Policy: pol, PrivateRoot: *privateRoot,
-		Probes: probes,
+		Runtimes: names, Required: required, RootFS: root, RootFSDigest: rootDigest, Policy: pol, PolicyFile: *policyFile,
+		PrivateRoot: *privateRoot, Probes: probes,
 		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock,
 			SandboxCPUs: split.Sandbox},
 	}
@@ -228,14 +231,14 @@ func verifyRuntimes(rts, req []string) (names, required []string, err error) {
 		rts = []string{"direct"}
 	}
 	known := func(n string) error {
-		if !slices.Contains(runtimes.Names, n) {
-			return fmt.Errorf("unknown runtime %q (want %s or all)", n, strings.Join(runtimes.Names, ", "))
+		if !slices.Contains(runtimes.Names(), n) {
+			return fmt.Errorf("unknown runtime %q (want %s or all)", n, strings.Join(runtimes.Names(), ", "))
 		}
 		return nil
 	}
 	for _, n := range rts {
 		if n == "all" {
-			for _, a := range runtimes.Names {
+			for _, a := range runtimes.Names() {
 				if !slices.Contains(names, a) {
 					names = append(names, a)
 				}

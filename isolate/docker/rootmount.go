@@ -89,7 +89,7 @@ func (s *sandbox) mountRoot(ctx context.Context, im *workspace.RootImage) error 
 	for _, e := range ents {
 		top := "/" + e.Name()
 		switch {
-		case slices.ContainsFunc(rootfs.MountPoints, func(m string) bool { return path.Dir(m) == "/" && m == top }):
+		case slices.ContainsFunc(rootfs.MountPoints(), func(m string) bool { return path.Dir(m) == "/" && m == top }):
 		case e.Type()&os.ModeSymlink != 0:
 		case e.IsDir() && e.Name() == "etc":
 			etc, err := os.ReadDir(filepath.Join(p, "etc"))

@@ -13,8 +13,9 @@ import (
 	"github.com/awf-project/awf/isolate/sbx"
 )
 
-// Names lists the runtime names in the order verify reports them.
-var Names = []string{"direct", "gvisor", "docker", "sbx"}
+// Names returns the runtime names in the order verify reports them, a fresh
+// slice each call.
+func Names() []string { return []string{"direct", "gvisor", "docker", "sbx"} }
 
 // Open returns the named runtime. It does not probe it; call Probe.
 func Open(name string, h isolate.HostConfig) (isolate.Runtime, error) {

@@ -82,11 +82,11 @@ func BuildMatrix(ctx context.Context, o MatrixOptions) *Matrix {
 	for _, a := range AgentRuntimes {
 		m.Agents[a] = o.Agent(ctx, a)
 	}
-	for _, q := range runtimes.Names {
+	for _, q := range runtimes.Names() {
 		m.Queries[q] = queryAvailability(ctx, q, o)
 	}
 	for _, a := range AgentRuntimes {
-		for _, q := range runtimes.Names {
+		for _, q := range runtimes.Names() {
 			m.Cells = append(m.Cells, combine(a, q, m.Agents[a], m.Queries[q]))
 		}
 	}
@@ -179,8 +179,8 @@ func (m *Matrix) Cell(agent, query string) (Cell, bool) {
 // ParsePair splits "AGENT/QUERY" and checks both names.
 func ParsePair(s string) (agent, query string, err error) {
 	agent, query, ok := strings.Cut(s, "/")
-	if !ok || !slices.Contains(AgentRuntimes, agent) || !slices.Contains(runtimes.Names, query) {
-		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes, runtimes.Names)
+	if !ok || !slices.Contains(AgentRuntimes, agent) || !slices.Contains(runtimes.Names(), query) {
+		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes, runtimes.Names())
 	}
 	return agent, query, nil
 }
@@ -215,10 +215,10 @@ func (m *Matrix) WriteJSON(w io.Writer) error {
 // WriteText writes the grid, then one line per cell with its reason.
 func (m *Matrix) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "AGENT \\ QUERY\t%s\n", strings.Join(runtimes.Names, "\t"))
+	fmt.Fprintf(tw, "AGENT \\ QUERY\t%s\n", strings.Join(runtimes.Names(), "\t"))
 	for _, a := range AgentRuntimes {
 		row := []string{a}
-		for _, q := range runtimes.Names {
+		for _, q := range runtimes.Names() {
 			c, _ := m.Cell(a, q)
 			row = append(row, c.State)
 		}
