@@ -324,8 +324,9 @@ func Serve(ctx context.Context, s Spec) error {
 		timeout = s.Agent.Timeout
 	}
 	srv := NewServer(p, timeout)
+	sem := make(chan struct{}, MaxConns)
 	serve := func(l net.Listener) {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(&limitListener{Listener: l, sem: sem}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(os.Stderr, "awf api-proxy: serve: %v\n", err)
 		}
 	}
@@ -352,6 +353,39 @@ func Serve(ctx context.Context, s Spec) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// MaxConns caps the proxy process's concurrent connections, over all its
+// listeners; a further one waits in the listen backlog.
+const MaxConns = 64
+
+// limitListener accepts only while fewer than cap(sem) of its connections
+// are open.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, sem: l.sem}, nil
+}
+
+// limitConn gives its slot back once, when it is first closed.
+type limitConn struct {
+	net.Conn
+	sem  chan struct{}
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(func() { <-c.sem })
+	return c.Conn.Close()
 }
 
 // NewServer wraps p in an http.Server whose read and write deadlines cover

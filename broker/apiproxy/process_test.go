@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,6 +37,18 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+	if len(os.Args) == 3 && os.Args[1] == "proxy-parent" {
+		// A stand-in for awf: start the proxy, report its pid, and wait
+		// to be killed.
+		exe, _ := os.Executable()
+		p, err := Start(context.Background(), exe, os.Args[2], map[Protocol]string{OpenAI: openAIKey}, nil, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("pid %d\n", p.Pid())
+		select {}
 	}
 	os.Exit(m.Run())
 }
@@ -194,4 +207,71 @@ func TestSpecForConfig(t *testing.T) {
 	keys, err := ReadKeys(c.APIProxy, func(string) string { return "v" })
 	require.NoError(t, err)
 	assert.Equal(t, map[Protocol]string{OpenAI: "v", Anthropic: "v"}, keys)
+}
+
+func TestLimitListenerCapsConnections(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &limitListener{Listener: inner, sem: make(chan struct{}, 2)}
+	defer l.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		require.NoError(t, err)
+		clients = append(clients, c)
+		defer c.Close()
+	}
+	first, second := <-accepted, <-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted while two were open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, first.Close())
+	_ = first.Close()
+	third := <-accepted
+	assert.Len(t, l.sem, 2, "a second Close gives back nothing")
+	third.Close()
+	second.Close()
+	assert.Len(t, clients, 3)
+}
+
+func TestProcessDiesWithItsParent(t *testing.T) {
+	fake := fakeprovider.New(t)
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "api-proxy.json")
+	require.NoError(t, WriteSpec(specPath, Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, AuditFile),
+		Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	parent := exec.Command(exe, "proxy-parent", specPath)
+	out, err := parent.StdoutPipe()
+	require.NoError(t, err)
+	parent.Stderr = os.Stderr
+	require.NoError(t, parent.Start())
+	defer func() { _ = parent.Process.Kill(); _ = parent.Wait() }()
+	var pid int
+	_, err = fmt.Fscanf(out, "pid %d\n", &pid)
+	require.NoError(t, err)
+	require.NoError(t, unix.Kill(pid, 0), "the proxy runs")
+	require.NoError(t, parent.Process.Kill())
+	_ = parent.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for unix.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			t.Fatal("the proxy outlived its parent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
