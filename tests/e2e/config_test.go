@@ -22,6 +22,10 @@ func TestConfigCommands(t *testing.T) {
 
 	validate := func(doc string) (int, string, string) {
 		cmd := exec.Command(awfBin, "config", "validate", "-")
+		// validate also makes awf run's checks: the documents below, staged
+		// from GitHub with no agent.user, need a staging credential and an
+		// agent user from sudo.
+		cmd.Env = append(os.Environ(), "GH_TOKEN=e2e-not-a-token", "SUDO_UID=65534", "SUDO_GID=65534")
 		cmd.Stdin = strings.NewReader(doc)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
