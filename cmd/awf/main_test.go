@@ -127,6 +127,42 @@ func TestCLIRules(t *testing.T) {
 	}
 }
 
+// TestCLIGroupRules checks every group of the tree, the top level included:
+// help on stdout with exit 0, a missing or unknown subcommand on stderr with
+// exit 2, and a help text that names every subcommand.
+func TestCLIGroupRules(t *testing.T) {
+	var walk func(n *node, path []string)
+	seen := 0
+	walk = func(n *node, path []string) {
+		if n.run != nil {
+			return
+		}
+		seen++
+		t.Run("group "+strings.Join(append([]string{"awf"}, path...), " "), func(t *testing.T) {
+			for _, h := range []string{"--help", "-h"} {
+				rc, out, errOut := runAWF(t, "", append(slices.Clone(path), h)...)
+				assert.Equal(t, 0, rc, h)
+				assert.Contains(t, out, "usage: awf", h)
+				assert.Empty(t, errOut, h)
+				for _, s := range n.subs {
+					assert.Contains(t, out, s.name, "%s: the help names every subcommand", h)
+				}
+			}
+			for _, bad := range [][]string{nil, {"no-such-subcommand"}, {"--no-such-flag"}} {
+				rc, out, errOut := runAWF(t, "", append(slices.Clone(path), bad...)...)
+				assert.Equal(t, 2, rc, "%v", bad)
+				assert.Empty(t, out, "%v", bad)
+				assert.Contains(t, errOut, "usage: awf", "%v", bad)
+			}
+		})
+		for _, s := range n.subs {
+			walk(s, append(slices.Clone(path), s.name))
+		}
+	}
+	walk(tree(), nil)
+	assert.GreaterOrEqual(t, seen, 7)
+}
+
 // TestFlagEqualsValue runs real commands with --flag=value and --flag value.
 func TestFlagEqualsValue(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "c.json")
