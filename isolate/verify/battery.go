@@ -202,15 +202,13 @@ func (b *battery) judge(p Probe, c *probeCtx) (Status, string) {
 	return Fail, ev
 }
 
-// stderrTail is the last non-marker line of a probe's stderr.
+// stderrTail is the last non-marker line of a probe's stderr, whole: the
+// JSON report carries full evidence, and only the text table shortens it.
 func stderrTail(b []byte) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if l != "" && !strings.HasPrefix(l, "AWF-STEP ") {
-			if len(l) > 160 {
-				l = l[:160] + "…"
-			}
 			return l
 		}
 	}
@@ -267,7 +265,7 @@ func (b *battery) seedUnchanged() Result {
 	case d != b.fx.seedDigest:
 		r.Status, r.Evidence = Fail, "the seed on the host changed during the battery: writes to /query/repo reached it"
 	default:
-		r.Status, r.Evidence = Pass, fmt.Sprintf("the seed on the host is unchanged after %d sandboxes wrote to their view of it (sha256 %s…)", b.seq, d[:12])
+		r.Status, r.Evidence = Pass, fmt.Sprintf("the seed on the host is unchanged after %d sandboxes wrote to their view of it (%s)", b.seq, d)
 	}
 	return r
 }

@@ -514,16 +514,27 @@ func checkRunsc(ctx context.Context, path string) Result {
 	if err != nil {
 		return hostResult(id, Warn, "runsc not found (%s): the gvisor runtime is BLOCKED", path)
 	}
+	v, err := runscVersion(ctx, p)
+	if err != nil {
+		return hostResult(id, Warn, "%v: the gvisor runtime is BLOCKED", err)
+	}
+	return hostResult(id, Pass, "%s at %s", v, p)
+}
+
+// runscVersion is the first line of "runsc --version", bounded by a
+// deadline so that a hung binary cannot hold verify; the host check and the
+// report's pins print the same string.
+func runscVersion(ctx context.Context, p string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, p, "--version")
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	out, err := cmd.Output()
 	if err != nil {
-		return hostResult(id, Warn, "%s --version failed (%v): the gvisor runtime is BLOCKED", p, err)
+		return "", fmt.Errorf("%s --version failed (%v)", p, err)
 	}
 	first, _, _ := bytes.Cut(out, []byte("\n"))
-	return hostResult(id, Pass, "%s at %s", strings.TrimSpace(string(first)), p)
+	return strings.TrimSpace(string(first)), nil
 }
 
 // checkDocker pings the Engine on the configured socket.

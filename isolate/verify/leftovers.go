@@ -398,7 +398,7 @@ func (t *leftoverTally) add(probe string, l leftovers, started bool) {
 	}
 	note := func(dst *[]string, xs []string) {
 		if len(xs) > 0 {
-			*dst = append(*dst, fmt.Sprintf("%s: %s", probe, strings.Join(firstN(xs, 3), ", ")))
+			*dst = append(*dst, fmt.Sprintf("%s: %s", probe, strings.Join(xs, ", ")))
 		}
 	}
 	note(&t.procs, l.procs)
@@ -407,20 +407,13 @@ func (t *leftoverTally) add(probe string, l leftovers, started bool) {
 	note(&t.state, l.state)
 }
 
-func firstN(xs []string, n int) []string {
-	if len(xs) > n {
-		return append(slices.Clone(xs[:n]), fmt.Sprintf("and %d more", len(xs)-n))
-	}
-	return xs
-}
-
 // results renders the tally as the four leftover results.
 func (t *leftoverTally) results() []Result {
 	one := func(id, what string, hits []string, how string) Result {
 		r := Result{ID: id, Group: "leftovers"}
 		if len(hits) > 0 {
 			r.Status = Fail
-			r.Evidence = fmt.Sprintf("%s left behind after %d of %d probes: %s", what, len(hits), t.probes, strings.Join(firstN(hits, 3), "; "))
+			r.Evidence = fmt.Sprintf("%s left behind after %d of %d probes: %s", what, len(hits), t.probes, strings.Join(hits, "; "))
 			return r
 		}
 		r.Status = Pass

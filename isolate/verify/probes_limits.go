@@ -246,13 +246,10 @@ except OSError:
 	}
 }
 
-// answerText is the canonical answer or a placeholder.
+// answerText is the whole answer or a placeholder (the text table shortens it).
 func (c *probeCtx) answerText() string {
 	if c.answer == nil {
 		return "no answer"
-	}
-	if len(c.out.Output) > 200 {
-		return string(c.out.Output[:200]) + "…"
 	}
 	return string(c.out.Output)
 }

@@ -20,6 +20,10 @@ type Report struct {
 	Version int `json:"version"`
 	// Started is when the run began (UTC, RFC 3339).
 	Started string `json:"started"`
+	// Finished is when the run ended (UTC, RFC 3339).
+	Finished string `json:"finished"`
+	// Pins say exactly what was tested: versions, hashes and configuration.
+	Pins Pins `json:"pins"`
 	// Host describes the host the run checked.
 	Host HostFacts `json:"host"`
 	// Checks are the host checks.
@@ -116,7 +120,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	h := rep.Host
 	fmt.Fprintf(tw, "awf isolate verify (report v%d, %s)\n", rep.Version, rep.Started)
-	fmt.Fprintf(tw, "host: kernel %s, %s, cgroup %s\n\n", h.Kernel, h.Arch, h.CgroupMode)
+	fmt.Fprintf(tw, "host: kernel %s, %s, cgroup %s\n", h.Kernel, h.Arch, h.CgroupMode)
+	rep.Pins.writeText(tw)
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "STATUS\tCHECK\tEVIDENCE\n")
 	for _, c := range rep.Checks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.ID, oneLine(c.Evidence))

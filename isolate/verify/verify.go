@@ -30,6 +30,12 @@ type Options struct {
 	RootFS string
 	// Policy is the seccomp policy in use (nil = policy.Default()).
 	Policy *policy.Policy
+	// PolicyFile is the file Policy was loaded from, hashed into the
+	// report's pins ("" = the embedded policy, or a policy built in memory).
+	PolicyFile string
+	// RootFSDigest is RootFS's digest when the caller already computed it
+	// ("" = verify computes it for the pins).
+	RootFSDigest string
 	// WorkDir is where verify creates its scratch directory ("" = the
 	// system temporary directory).
 	WorkDir string
@@ -76,6 +82,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC().Format(time.RFC3339)}
+	rep.Pins = gatherPins(ctx, o, pol, isolate.DefaultLimits())
 	rep.Host, rep.Checks = CheckHost(ctx, HostOptions{
 		CgroupParent: o.Host.CgroupParent, RunscPath: o.Host.RunscPath, DockerSocket: o.Host.DockerSocket,
 		PrivateRoot: o.PrivateRoot, Environ: o.Environ, SandboxCPUs: o.Host.SandboxCPUs,
@@ -95,6 +102,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rr.Required = slices.Contains(o.Required, name)
 		rep.Runtimes = append(rep.Runtimes, rr)
 	}
+	rep.Finished = time.Now().UTC().Format(time.RFC3339)
 	rep.computeOK()
 	return rep, nil
 }
@@ -220,7 +228,7 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 		rr.Results = append(rr.Results, Result{ID: "leftover/close", Group: "leftovers", Status: Fail, Evidence: fmt.Sprintf("closing the runtime failed: %v", err)})
 	}
 	if ms := b.scan.mountLines(); len(ms) > 0 {
-		rr.Results = append(rr.Results, Result{ID: "leftover/close", Group: "leftovers", Status: Fail, Evidence: fmt.Sprintf("%d mounts remain after the runtime closed: %s", len(ms), strings.Join(firstN(ms, 2), "; "))})
+		rr.Results = append(rr.Results, Result{ID: "leftover/close", Group: "leftovers", Status: Fail, Evidence: fmt.Sprintf("%d mounts remain after the runtime closed: %s", len(ms), strings.Join(ms, "; "))})
 	}
 	rr.finish(time.Since(t0))
 	return rr
