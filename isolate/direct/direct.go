@@ -44,6 +44,7 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/seccomp"
 	"golang.org/x/sys/unix"
 
 	// The nsenter constructor must run before the Go runtime in the init
@@ -123,8 +124,18 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 	return r, nil
 }
 
+// ErrNoSeccompBuild means the binary was built without the seccomp build
+// tag. libcontainer then compiles a stub that cannot install any filter, and
+// every start would fail deep inside init; Open refuses up front instead.
+var ErrNoSeccompBuild = errors.New("direct: this binary was built without the seccomp build tag, " +
+	"so it cannot install a seccomp filter and refuses to run sandboxes; " +
+	"rebuild with CGO_ENABLED=1 and -tags=seccomp (make build does)")
+
 // Open is New with the concrete type, for callers that need CgroupMode.
 func Open(h isolate.HostConfig) (*Runtime, error) {
+	if !seccomp.Enabled {
+		return nil, ErrNoSeccompBuild
+	}
 	if err := workspace.ValidID("run", h.RunID); err != nil {
 		// The rule every backend applies to run ids.
 		return nil, fmt.Errorf("direct: %w", err)
