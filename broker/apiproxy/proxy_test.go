@@ -218,6 +218,8 @@ func TestProxyStripsClientHeadersAndInjectsCredential(t *testing.T) {
 			}
 			assert.ElementsMatch(t, want, names)
 
+			assert.Equal(t, []string{r.fake.Addr()}, r.proxy.Dials(), "one dial, to the fake provider only")
+			assert.Equal(t, 1, r.fake.Conns())
 			assert.Empty(t, resp.Header.Values("Set-Cookie"), "provider headers outside the allowlist are dropped")
 			assert.Equal(t, "req_fake", resp.Header.Get("X-Request-Id"))
 			assert.NotEmpty(t, resp.Header.Get("X-Awf-Request-Id"))
@@ -670,4 +672,23 @@ func TestOpenAuditFile(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(dir, "elsewhere"), link))
 	_, err = OpenAuditFile(link)
 	assert.Error(t, err, "never through a symbolic link")
+}
+
+func TestEveryRefusalCodeHasItsStatus(t *testing.T) {
+	for code, want := range map[string]int{
+		CodeCapabilityMissing: 401, CodeCapabilityInvalid: 401, CodeCapabilityRevoked: 401,
+		CodeUnknownPath: 404, CodeTargetUnconfigured: 404, CodeMethodNotAllowed: 405,
+		CodeQueryNotAllowed: 400, CodeRequestTooLarge: 413, CodeRequestTimeout: 408,
+		CodeInvalidJSON: 400, CodeInvalidField: 400, CodeMaxTokensRequired: 400,
+		CodeModelNotAllowed: 403, CodeStreamNotAllowed: 403, CodeChoicesNotAllowed: 403,
+		CodeMaxTokensExceeded: 403, CodeRequestsExhausted: 403,
+		CodeUpstreamTimeout: 504, CodeUpstreamFailed: 502, CodeUpstreamTooLarge: 502, CodeUpstreamInvalid: 502,
+	} {
+		rf := &Refusal{Code: code, Message: "m"}
+		assert.Equal(t, want, rf.Status(), code)
+		assert.NotEqual(t, http.StatusTooManyRequests, rf.Status(), "no refusal invites an SDK retry")
+		for _, p := range []Protocol{OpenAI, Anthropic} {
+			assert.Equal(t, code, errorCode(t, rf.body(p)), "%s in the %s shape", code, p)
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,10 +16,20 @@ import (
 	"github.com/awf-project/awf/tests/fakeprovider"
 )
 
-const (
-	e2eOpenAIKey    = "sk-e2e-real-openai-key-5f1d2c3b4a"
-	e2eAnthropicKey = "sk-ant-e2e-real-anthropic-key-9e8d7c"
+// The real keys are random per test binary, so that no file (not even a
+// copy of this source) holds them unless awf leaked them.
+var (
+	e2eOpenAIKey    = "sk-e2e-" + randomHex(16)
+	e2eAnthropicKey = "sk-ant-e2e-" + randomHex(16)
 )
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
 
 // apiProxyConfig writes a config with bounded queries, the given agent
 // network and an apiProxy block whose two targets are the fake provider.
@@ -26,7 +38,10 @@ func apiProxyConfig(t *testing.T, fake *fakeprovider.Server, network string) str
 	doc := map[string]any{
 		"boundedQueries": bq{Enabled: true, PrivateRepos: []repo{local("acme/api", "internal")},
 			RootFS: map[string]any{"path": rootfsDir, "digest": rootfsHash}},
-		"agent": map[string]any{"user": agentUser, "network": network},
+		// Allowing the key variables changes nothing: with apiProxy they
+		// are scrubbed whatever agent.env.allow says.
+		"agent": map[string]any{"user": agentUser, "network": network,
+			"env": map[string]any{"allow": []string{"OPENAI_API_KEY", "E2E_ANTHROPIC_KEY"}}},
 		"apiProxy": map[string]any{
 			"targets": map[string]any{
 				"openai":    map[string]any{"baseUrl": fake.URL(), "model": "gpt-4o-mini"},
@@ -118,7 +133,6 @@ func TestAPIProxyPrimaryAgent(t *testing.T) {
 				fakeprovider.Turn{Kind: fakeprovider.Prose})
 			ca := filepath.Join(t.TempDir(), "fake-ca.pem")
 			require.NoError(t, os.WriteFile(ca, fake.CertPEM(), 0o644))
-			before := runDirs()
 			res := awfRun(t, apiProxyConfig(t, fake, network), apiProxyAgent(t),
 				"OPENAI_API_KEY="+e2eOpenAIKey, "E2E_ANTHROPIC_KEY="+e2eAnthropicKey,
 				// The system roots, as Go reads them: the fake's CA only.
@@ -173,18 +187,35 @@ func TestAPIProxyPrimaryAgent(t *testing.T) {
 			}, outcomes)
 			assert.EqualValues(t, 11, recs[0]["inputTokens"], "usage from the response")
 			assert.EqualValues(t, 5, recs[1]["outputTokens"])
-			assertNoNewRunDirs(t, before)
+			assertRunRemoved(t, res.stderr)
 		})
 	}
 }
 
 func TestAPIProxyRefusesWithoutKey(t *testing.T) {
 	fake := fakeprovider.New(t)
-	before := runDirs()
 	res := awfRun(t, apiProxyConfig(t, fake, "host"), agentScript(t, "echo RAN yes\n"), "OPENAI_API_KEY="+e2eOpenAIKey)
 	assert.Equal(t, 125, res.code)
 	assert.Contains(t, res.stderr, "$E2E_ANTHROPIC_KEY is empty or unset")
+	// It stops before anything is staged or started.
+	assert.NotContains(t, res.stderr, "broker ready")
+	assert.NotContains(t, res.stderr, "audit log kept in")
 	assert.NotContains(t, res.stdout, "RAN")
 	assert.Zero(t, fake.Count())
-	assertNoNewRunDirs(t, before)
+}
+
+// assertRunRemoved checks that the run whose archive awf reported has no
+// private root and no ingress directory left. It names this run only, so
+// other awf runs on the same host cannot disturb it.
+func assertRunRemoved(t *testing.T, stderr string) {
+	t.Helper()
+	const marker = "audit log kept in /var/log/awf/"
+	i := strings.LastIndex(stderr, marker)
+	require.GreaterOrEqual(t, i, 0, "no audit archive in:\n%s", stderr)
+	id := strings.TrimSpace(strings.SplitN(stderr[i+len(marker):], "\n", 2)[0])
+	require.Regexp(t, `^[0-9a-f]{32}$`, id)
+	for _, d := range []string{"/var/lib/awf/private/" + id, "/run/awf-ingress/" + id} {
+		_, err := os.Stat(d)
+		assert.True(t, os.IsNotExist(err), "run directory left behind: %s", d)
+	}
 }
