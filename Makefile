@@ -8,7 +8,7 @@ CMDS := awf bounded-query
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 28m
 
-.PHONY: all deps build test verify-all test-cgroup2 lint demo fuzz bench clean
+.PHONY: all deps build test verify-all test-cgroup2 lint race notag demo fuzz bench clean
 
 all: build
 
@@ -46,6 +46,22 @@ lint: deps
 	$(GO) vet ./...
 	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+
+# The race detector over the packages whose tests build no sandbox (pure Go,
+# or cgo only through libseccomp): the protocol, the config, the client and
+# the broker core with its ledger and scheduler. The sandbox backends' tests
+# re-exec the test binary as container init, which -race makes too slow.
+RACE_PKGS := ./proto/... ./broker/config/... ./broker/client/... ./broker ./tests/conformance/...
+race: deps
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+
+# A build without the seccomp tag compiles, and its direct backend refuses to
+# open with a message that says how to rebuild (fail closed, not at the first
+# sandbox start). CGO_ENABLED=0 does not build: libseccomp and libcontainer's
+# nsenter need cgo.
+notag: deps
+	GOFLAGS= $(GO) build ./...
+	GOFLAGS= $(GO) test -count=1 -run '^TestSeccompBuildTag$$' ./isolate/direct
 
 demo: build
 	@tests/demo/demo.sh
