@@ -32,6 +32,7 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
                          [--rootfs DIR [--digest D]] [--policy FILE] [--private-root DIR]
                          [--state-dir DIR] [--cgroup-parent NAME] [--runsc PATH]
                          [--docker-socket PATH] [--probe ID|PREFIX/]... [--progress]
+                         [--format text|json|junit|sarif]
        awf isolate verify --agent [--agent-network host|none]... [--agent-user NAME]
                          [--json] [--rootfs DIR [--digest D]] [--policy FILE]
                          [--cgroup-parent NAME] [--progress]
@@ -41,6 +42,14 @@ namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
 inside each runtime through the same code path as a real query, reads the
 seccomp filter loaded in a live sandbox and compares it with the golden table
 of the policy, and checks that nothing is left after each probe.
+
+Every report is pinned: awf version and commit, kernel, distribution,
+libseccomp, libcontainer, runsc, Docker Engine and the rootfs's Python
+versions, the sha256 of the policy, of its compiled filter per architecture
+and of the rootfs manifest, the configuration and the time. --format json
+(or --json) writes the whole evidence, docs/verify-report.schema.json;
+junit writes JUnit XML for CI dashboards; sarif writes the failures as a
+SARIF 2.1.0 log.
 
 NAME is direct, gvisor, docker or sbx (default: direct). A runtime whose host
 component is absent is BLOCKED. BLOCKED fails the run for a runtime named by
@@ -123,7 +132,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	fs.Var(&rts, "runtime", "runtime to verify: direct, gvisor, docker, sbx or all (repeatable)")
 	fs.Var(&req, "require", "runtime whose BLOCKED verdict fails the run (repeatable)")
 	fs.Var(&probes, "probe", "run only this probe ID or ID prefix ending in / (repeatable)")
-	asJSON := fs.Bool("json", false, "write the versioned JSON report")
+	asJSON := fs.Bool("json", false, "write the versioned JSON report (same as --format json)")
+	format := fs.String("format", "text", "report format: "+strings.Join(verify.Formats, ", "))
 	rootDir := fs.String("rootfs", "", "root filesystem (default: build one for this run)")
 	digest := fs.String("digest", "", "pinned rootfs digest to check --rootfs against")
 	policyFile := fs.String("policy", "", "seccomp policy file (default: the embedded policy)")
@@ -147,6 +157,15 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(e.stderr, "awf isolate verify: "+format+"\n", args...)
 		return 2
+	}
+	if *asJSON {
+		if *format != "text" && *format != "json" {
+			return fail("--json and --format %s disagree", *format)
+		}
+		*format = "json"
+	}
+	if !slices.Contains(verify.Formats, *format) {
+		return fail("unknown --format %q (want %s)", *format, strings.Join(verify.Formats, ", "))
 	}
 	names, required, err := verifyRuntimes(rts, req)
 	if err != nil {
@@ -213,12 +232,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if *asJSON {
-		err = rep.WriteJSON(e.stdout)
-	} else {
-		err = rep.WriteText(e.stdout)
-	}
-	if err != nil {
+	if err := rep.Write(e.stdout, *format); err != nil {
 		return fail("%v", err)
 	}
 	return rep.ExitCode()
