@@ -167,11 +167,15 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		_, _ = io.WriteString(ready, "ready\n")
 		ready.Close()
 	}
+	// An accept loop that fails ends the broker with its error, after the
+	// shutdown below: the run must not look like a clean stop.
+	var serveErr error
 	select {
 	case <-ctx.Done():
 	case err := <-served:
 		if err != nil {
 			fmt.Fprintf(logw, "awf broker: %v\n", err)
+			serveErr = fmt.Errorf("broker: serve: %w", err)
 		}
 	}
 	audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", b.Used()))
@@ -180,5 +184,5 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	if err := srv.Shutdown(sctx); err != nil {
 		audit.Lifecycle("shutdown-cleanup-failed", err.Error())
 	}
-	return nil
+	return serveErr
 }

@@ -78,7 +78,11 @@ func cmdBroker(ctx context.Context, e env) int {
 	b, err := host.StartBroker(ctx, exe, r, e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
-		_ = host.Teardown(ctx, r, nil)
+		// What Prepare made must still go; a teardown that fails leaves
+		// state for the next orphan sweep, and the operator must know.
+		if terr := host.Teardown(context.WithoutCancel(ctx), r, nil); terr != nil {
+			fmt.Fprintf(e.stderr, "awf broker: teardown: %v\n", terr)
+		}
 		return 1
 	}
 	l := r.Layout
