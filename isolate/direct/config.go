@@ -2,58 +2,39 @@ package direct
 
 import (
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/cgroups"
 	devcfg "github.com/opencontainers/cgroups/devices/config"
+	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
-	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/hostview"
 	"github.com/awf-project/awf/policy"
 )
 
-// Sandbox identity and environment.
-const (
-	sandboxUID  = 65534
-	sandboxGID  = 65534
-	hostname    = "sandbox"
-	devShmBytes = 8 << 20
-	cpuPeriod   = 100000
-	oomScoreAdj = 1000
-)
-
-// sandboxEnv is the whole environment of the job.
-var sandboxEnv = []string{"PATH=/usr/bin", "LANG=C.UTF-8", "HOME=/tmp", "PYTHONDONTWRITEBYTECODE=1"}
-
-// maskedPaths is every path libcontainer masks: hostview's, the one list of
-// host-wide counters and kernel information. The sandbox mounts neither
-// /proc nor /sys (see mounts), so today the masks find nothing to cover;
-// they keep both hidden should either ever be mounted.
-func maskedPaths(w isolate.Weakening) []string {
-	ps := hostview.SandboxMaskPaths()
-	if w.HostView {
-		// Show the host-wide counters, so that probes and channel tests
-		// prove they would see them; keep the kernel information masked.
-		return slices.DeleteFunc(ps, func(p string) bool { _, counter := hostview.Lookup(p); return counter })
-	}
-	return ps
-}
-
-// readonlyPaths stay visible but cannot be written (/proc is mounted only
-// under the HostView weakening).
-var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
+// oomScoreAdj makes a sandbox the OOM killer's first choice on the host.
+const oomScoreAdj = 1000
 
 // overlayOptions keep the per-invocation layer simple and safe with an
 // untrusted upper: no redirects, no metacopy, no index, no xino.
 const overlayOptions = "redirect_dir=off,metacopy=off,index=off,xino=off"
 
-// containerConfig builds the libcontainer configuration of one sandbox.
-// lower is the repo overlay's lower layer, the runtime's view of t.Repo.
-func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc scratchDirs) (*configs.Config, error) {
-	l := t.Limits
+// describe returns the description of the sandbox that t and argv make on
+// this runtime's host: every value the sandbox gets comes from it.
+func (r *Runtime) describe(t isolate.Template, argv []string) (*specs.Spec, error) {
+	return isolate.Describe(t, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: r.cg.cpus})
+}
+
+// containerConfig renders the description d of one sandbox as its
+// libcontainer configuration. root is the sandbox's own mount of the root
+// image, lower the repo overlay's lower layer (the runtime's view of
+// t.Repo), sc its scratch directories.
+func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, d *specs.Spec, sc scratchDirs) (*configs.Config, error) {
 	var seccomp *configs.Seccomp
 	if !t.Weaken.NoSeccomp {
 		if t.Policy == nil {
@@ -65,41 +46,30 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 			return nil, err
 		}
 	}
-	ns := configs.Namespaces{
-		{Type: configs.NEWNS}, {Type: configs.NEWUTS}, {Type: configs.NEWIPC},
-		{Type: configs.NEWPID}, {Type: configs.NEWCGROUP},
-	}
+	var ns configs.Namespaces
 	var networks []*configs.Network
-	if !t.Weaken.NoNetNS {
-		ns = append(ns, configs.Namespace{Type: configs.NEWNET})
-		networks = []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}}
+	for _, n := range d.Linux.Namespaces {
+		typ, ok := namespaceTypes[n.Type]
+		if !ok {
+			return nil, fmt.Errorf("describe: namespace %q has no libcontainer type", n.Type)
+		}
+		ns = append(ns, configs.Namespace{Type: typ})
+		if typ == configs.NEWNET {
+			networks = []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}}
+		}
 	}
-	caps := &configs.Capabilities{} // empty, not nil: clears the bounding set too
-	if t.Weaken.NilCapsConfig {
-		caps = nil
+	var caps *configs.Capabilities
+	if c := d.Process.Capabilities; c != nil {
+		caps = &configs.Capabilities{Bounding: c.Bounding, Effective: c.Effective, Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
 	}
-	var pids *int64
-	if !t.Weaken.NoPidsLimit {
-		p := l.Pids
-		pids = &p
+	res, err := r.resources(d.Linux.Resources, d.Linux.Devices)
+	if err != nil {
+		return nil, err
 	}
-	res := &cgroups.Resources{
-		Memory:    l.MemoryBytes,
-		PidsLimit: pids,
-		CpuQuota:  l.CPUMilli * cpuPeriod / 1000,
-		CpuPeriod: cpuPeriod,
-		Devices:   deviceRules(),
-		// The sandbox's CPUs, disjoint from the agent's (invariant 8);
-		// libcontainer copies the memory nodes from the parent.
-		CpusetCpus: r.cg.cpus,
+	rlimits, err := rlimitsOf(d.Process.Rlimits)
+	if err != nil {
+		return nil, err
 	}
-	if r.cg.v2() || r.cg.memsw {
-		res.MemorySwap = l.MemoryBytes // memory+swap = memory: no swap
-	}
-	if r.cg.v2() {
-		res.Unified = map[string]string{"memory.oom.group": "1"}
-	}
-	adj := oomScoreAdj
 	// RLIMIT_NPROC counts per host uid and every sandbox is uid 65534, so it
 	// stays as high as the broker's own hard limit; the pids cgroup is the
 	// real limit.
@@ -107,29 +77,29 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &nl); err != nil {
 		return nil, fmt.Errorf("read RLIMIT_NPROC: %w", err)
 	}
-	nproc := nl.Max
+	rlimits = append(rlimits, configs.Rlimit{Type: unix.RLIMIT_NPROC, Hard: nl.Max, Soft: nl.Max})
+	ms, err := mounts(d, t.Weaken, lower, sc)
+	if err != nil {
+		return nil, err
+	}
+	adj := oomScoreAdj
 	cfg := &configs.Config{
 		Rootfs:            root,
-		Readonlyfs:        true,
+		Readonlyfs:        d.Root.Readonly,
 		RootPropagation:   unix.MS_SLAVE | unix.MS_REC,
-		Hostname:          hostname,
+		Hostname:          d.Hostname,
 		Namespaces:        ns,
 		Networks:          networks,
 		Capabilities:      caps,
-		NoNewPrivileges:   true,
+		NoNewPrivileges:   d.Process.NoNewPrivileges,
 		Seccomp:           seccomp,
-		MaskPaths:         maskedPaths(t.Weaken),
-		ReadonlyPaths:     readonlyPaths,
+		MaskPaths:         slices.Clone(d.Linux.MaskedPaths),
+		ReadonlyPaths:     slices.Clone(d.Linux.ReadonlyPaths),
 		ParentDeathSignal: int(unix.SIGKILL),
 		OomScoreAdj:       &adj,
-		Devices:           allowedDevices(),
-		Mounts:            mounts(t, lower, sc),
-		Rlimits: []configs.Rlimit{
-			{Type: unix.RLIMIT_FSIZE, Hard: uint64(l.FileSizeBytes), Soft: uint64(l.FileSizeBytes)},
-			{Type: unix.RLIMIT_NOFILE, Hard: l.NoFile, Soft: l.NoFile},
-			{Type: unix.RLIMIT_CORE, Hard: 0, Soft: 0},
-			{Type: unix.RLIMIT_NPROC, Hard: nproc, Soft: nproc},
-		},
+		Devices:           devicesOf(d.Linux.Devices),
+		Mounts:            ms,
+		Rlimits:           rlimits,
 		Cgroups: &cgroups.Cgroup{
 			Path:      r.cg.libcontainerPath(id),
 			Resources: res,
@@ -138,76 +108,163 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, sc
 	return cfg, nil
 }
 
-// mounts lists the sandbox's filesystems on top of the read-only root. The
-// repo overlay's lower layer is the view of t.Repo, never the seed itself.
-//
-// There is no /proc and no /sys. procfs numbers every inode of a process
-// (/proc/<pid>, its files, /proc/self/fd/<n>, /proc/sys) from the host-wide
-// counter get_next_ino, which no namespace or mask separates: with /proc a
-// script could read it with one stat and move it with many lookups, one
-// query signalling to the next (invariant 8; TestProcInodeCounterChannel).
-// Nothing a bounded query or libcontainer's init needs reads /proc inside
-// the sandbox: init reopens its exec fifo through a private procfs handle
-// of its own, closed before the job starts. Only the test-only HostView
-// weakening mounts /proc, to prove the channel tests and probes can fail.
-func mounts(t isolate.Template, lower string, sc scratchDirs) []*configs.Mount {
-	l := t.Limits
-	const common = unix.MS_NOSUID | unix.MS_NODEV
-	ms := []*configs.Mount{}
-	if t.Weaken.HostView {
-		ms = append(ms, &configs.Mount{Source: "proc", Destination: "/proc", Device: "proc", Flags: common | unix.MS_NOEXEC})
+// process renders the description's job as libcontainer's init process.
+func process(d *specs.Spec, stdout, stderr io.Writer) *libcontainer.Process {
+	return &libcontainer.Process{
+		Args:   slices.Clone(d.Process.Args),
+		Env:    slices.Clone(d.Process.Env),
+		UID:    int(d.Process.User.UID),
+		GID:    int(d.Process.User.GID),
+		Cwd:    d.Process.Cwd,
+		Stdout: stdout,
+		Stderr: stderr,
+		Init:   true,
 	}
-	ms = append(ms, []*configs.Mount{
-		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536"},
-		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", devShmBytes)},
-		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: common | unix.MS_NOEXEC, Data: fmt.Sprintf("mode=1777,size=%d", l.TmpTmpfsBytes)},
-		{Source: "tmpfs", Destination: isolate.QueryDir, Device: "tmpfs", Flags: common | unix.MS_NOEXEC,
-			Data: fmt.Sprintf("mode=0755,uid=%d,gid=%d,size=%d", sandboxUID, sandboxGID, l.QueryTmpfsBytes)},
-		{Source: sc.awf, Destination: "/awf", Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | common | unix.MS_NOEXEC},
-	}...)
-	if lower != "" {
-		ms = append(ms, &configs.Mount{
-			Source: "overlay", Destination: isolate.RepoDir, Device: "overlay", Flags: common,
-			Data: fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, sc.upper, sc.work, overlayOptions),
-		})
-	}
-	return ms
 }
 
-// allowedDevices are the device nodes created in /dev: null, zero, full,
-// random, urandom and tty. Each is a copy: specconv's list is shared.
+// namespaceTypes maps the description's namespaces to libcontainer's.
+var namespaceTypes = map[specs.LinuxNamespaceType]configs.NamespaceType{
+	specs.MountNamespace: configs.NEWNS, specs.UTSNamespace: configs.NEWUTS, specs.IPCNamespace: configs.NEWIPC,
+	specs.PIDNamespace: configs.NEWPID, specs.CgroupNamespace: configs.NEWCGROUP, specs.NetworkNamespace: configs.NEWNET,
+}
+
+// resources renders the description's cgroup limits. A limit the
+// description does not set (the NoPidsLimit weakening) stays unset.
+func (r *Runtime) resources(lr *specs.LinuxResources, devs []specs.LinuxDevice) (*cgroups.Resources, error) {
+	if lr == nil || lr.Memory == nil || lr.Memory.Limit == nil || lr.CPU == nil || lr.CPU.Quota == nil || lr.CPU.Period == nil {
+		return nil, fmt.Errorf("describe: memory and cpu limits missing")
+	}
+	res := &cgroups.Resources{
+		Memory:     *lr.Memory.Limit,
+		CpuQuota:   *lr.CPU.Quota,
+		CpuPeriod:  *lr.CPU.Period,
+		CpusetCpus: lr.CPU.Cpus, // libcontainer copies the memory nodes from the parent
+		Devices:    deviceRules(lr.Devices, devs),
+	}
+	if lr.Pids != nil && lr.Pids.Limit != nil {
+		p := *lr.Pids.Limit
+		res.PidsLimit = &p
+	}
+	if lr.Memory.Swap != nil && (r.cg.v2() || r.cg.memsw) {
+		res.MemorySwap = *lr.Memory.Swap
+	}
+	if r.cg.v2() {
+		res.Unified = map[string]string{"memory.oom.group": "1"}
+	}
+	return res, nil
+}
+
+// rlimitTypes are the rlimits a description may set.
+var rlimitTypes = map[string]int{"RLIMIT_FSIZE": unix.RLIMIT_FSIZE, "RLIMIT_NOFILE": unix.RLIMIT_NOFILE, "RLIMIT_CORE": unix.RLIMIT_CORE, "RLIMIT_NPROC": unix.RLIMIT_NPROC}
+
+func rlimitsOf(rs []specs.POSIXRlimit) ([]configs.Rlimit, error) {
+	var out []configs.Rlimit
+	for _, rl := range rs {
+		typ, ok := rlimitTypes[rl.Type]
+		if !ok {
+			return nil, fmt.Errorf("describe: unknown rlimit %s", rl.Type)
+		}
+		out = append(out, configs.Rlimit{Type: typ, Hard: rl.Hard, Soft: rl.Soft})
+	}
+	return out, nil
+}
+
+// mounts renders the description's filesystems on top of the read-only
+// root. The repo view becomes an overlay whose lower layer is the view of
+// t.Repo (never the seed itself) and whose upper layer is on the scratch
+// tmpfs; the script directory is the scratch's awf directory.
 //
-// /dev/zero is read-only (mode 0444, cgroup rule "rm"). A shared mapping of
-// a writable /dev/zero descriptor is a file on the kernel's internal shm
-// mount, which numbers its files from one host-wide counter that memfd_create
-// and fstat read anywhere on the host: one such mapping per bit carried a
-// 64-bit secret from sandboxes to the host in full
-// (TestShmInodeCounterChannel). The kernel makes a shared mapping of a
-// read-only descriptor private, so reading zeros and mapping them still work.
-func allowedDevices() []*devcfg.Device {
-	var out []*devcfg.Device
-	for _, d := range specconv.AllowedDevices {
-		if d.Path == "" {
+// There is no /proc and no /sys (see isolate.Describe). Nothing a bounded
+// query or libcontainer's init needs reads /proc inside the sandbox: init
+// reopens its exec fifo through a private procfs handle of its own, closed
+// before the job starts. Only the test-only HostView weakening mounts
+// /proc, to prove the channel tests and probes can fail.
+func mounts(d *specs.Spec, w isolate.Weakening, lower string, sc scratchDirs) ([]*configs.Mount, error) {
+	ms := []*configs.Mount{}
+	if w.HostView {
+		ms = append(ms, &configs.Mount{Source: "proc", Destination: "/proc", Device: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC})
+	}
+	for _, m := range d.Mounts {
+		flags, data, err := mountFlags(isolate.MountOptions(m))
+		if err != nil {
+			return nil, fmt.Errorf("describe: mount %s: %w", m.Destination, err)
+		}
+		cm := &configs.Mount{Source: m.Source, Destination: m.Destination, Device: m.Type, Flags: flags, Data: data}
+		switch {
+		case m.Source == isolate.SourceScript:
+			cm.Source, cm.Device = sc.awf, "bind"
+		case m.Source == isolate.SourceRepo:
+			if lower == "" {
+				return nil, fmt.Errorf("describe: %s without a repository view", m.Destination)
+			}
+			// An overlay, not a bind: its size is the upper tmpfs's.
+			cm.Source, cm.Device = "overlay", "overlay"
+			cm.Flags &^= unix.MS_BIND | unix.MS_REC
+			cm.Data = fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, sc.upper, sc.work, overlayOptions)
+		case m.Type == "bind":
+			return nil, fmt.Errorf("describe: bind of %s has no source in this backend", m.Source)
+		}
+		ms = append(ms, cm)
+	}
+	return ms, nil
+}
+
+// mountOptionFlags are the mount(2) flags of the options a description uses.
+var mountOptionFlags = map[string]int{
+	"ro": unix.MS_RDONLY, "rw": 0, "nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "noexec": unix.MS_NOEXEC,
+	"strictatime": unix.MS_STRICTATIME, "bind": unix.MS_BIND, "rbind": unix.MS_BIND | unix.MS_REC,
+}
+
+// mountFlags splits options into mount(2) flags and filesystem data
+// (key=value options such as mode and size).
+func mountFlags(opts []string) (int, string, error) {
+	var flags int
+	var data []string
+	for _, o := range opts {
+		if f, ok := mountOptionFlags[o]; ok {
+			flags |= f
 			continue
 		}
-		c := *d
-		if c.Path == "/dev/zero" {
-			c.FileMode = 0o444
-			c.Rule.Permissions = "rm"
+		if !strings.Contains(o, "=") {
+			return 0, "", fmt.Errorf("unknown mount option %q", o)
 		}
-		out = append(out, &c)
+		data = append(data, o)
+	}
+	return flags, strings.Join(data, ","), nil
+}
+
+// devicesOf renders the description's device nodes for libcontainer.
+func devicesOf(ds []specs.LinuxDevice) []*devcfg.Device {
+	var out []*devcfg.Device
+	for _, d := range ds {
+		dev := &devcfg.Device{
+			Rule:     devcfg.Rule{Type: devcfg.CharDevice, Major: d.Major, Minor: d.Minor, Permissions: devcfg.Permissions(isolate.DeviceAccess(d)), Allow: true},
+			Path:     d.Path,
+			FileMode: *d.FileMode,
+		}
+		if d.UID != nil {
+			dev.Uid = *d.UID
+		}
+		if d.GID != nil {
+			dev.Gid = *d.GID
+		}
+		out = append(out, dev)
 	}
 	return out
 }
 
-// deviceRules deny every device and allow only the nodes in allowedDevices.
-func deviceRules() []*devcfg.Rule {
-	rules := []*devcfg.Rule{{Type: devcfg.WildcardDevice, Major: devcfg.Wildcard, Minor: devcfg.Wildcard, Permissions: "rwm", Allow: false}}
-	for _, d := range allowedDevices() {
-		rule := d.Rule
-		rules = append(rules, &rule)
+// deviceRules renders the description's cgroup device rules (deny every
+// device) and allows only the nodes of devs, each with its own access.
+func deviceRules(rules []specs.LinuxDeviceCgroup, devs []specs.LinuxDevice) []*devcfg.Rule {
+	var out []*devcfg.Rule
+	for _, r := range rules {
+		out = append(out, &devcfg.Rule{Type: devcfg.WildcardDevice, Major: devcfg.Wildcard, Minor: devcfg.Wildcard, Permissions: devcfg.Permissions(r.Access), Allow: r.Allow})
 	}
-	return rules
+	for _, d := range devicesOf(devs) {
+		rule := d.Rule
+		out = append(out, &rule)
+	}
+	return out
 }
 
 // maxCachedPolicies bounds the compiled-policy cache.

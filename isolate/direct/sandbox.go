@@ -187,7 +187,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 		path string
 		mode os.FileMode
 		uid  int
-	}{{sb.sc.awf, 0o755, 0}, {sb.sc.upper, 0o755, sandboxUID}, {sb.sc.work, 0o700, 0}} {
+	}{{sb.sc.awf, 0o755, 0}, {sb.sc.upper, 0o755, isolate.SandboxUID}, {sb.sc.work, 0o700, 0}} {
 		if err := os.Mkdir(d.path, d.mode); err != nil {
 			return fmt.Errorf("scratch: %w", err)
 		}
@@ -206,7 +206,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if sb.view != nil {
 		lower = sb.view.dir
 	}
-	cfg, err := sb.r.containerConfig(sb.id, sb.sc.rootfs, lower, sb.t, sb.sc)
+	d, err := sb.r.describe(sb.t, sb.argv)
+	if err != nil {
+		return err
+	}
+	cfg, err := sb.r.containerConfig(sb.id, sb.sc.rootfs, lower, sb.t, d, sb.sc)
 	if err != nil {
 		return err
 	}
@@ -215,16 +219,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("create container: %w", err)
 	}
 	sb.ctr = ctr
-	sb.proc = &libcontainer.Process{
-		Args:   sb.argv,
-		Env:    sandboxEnv,
-		UID:    sandboxUID,
-		GID:    sandboxGID,
-		Cwd:    isolate.QueryDir,
-		Stdout: sb.stdout,
-		Stderr: sb.stderr,
-		Init:   true,
-	}
+	sb.proc = process(d, sb.stdout, sb.stderr)
 	errc := make(chan error, 1)
 	go sb.startOnOwnThread(errc)
 	select {

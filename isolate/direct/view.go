@@ -188,7 +188,7 @@ func (r *Runtime) buildView(ctx context.Context, v *repoView) error {
 		return err
 	}
 	err := staging.CopyTree(ctx, v.key.path, v.dir, staging.CopyLimits{
-		Owner:    &staging.Ownership{UID: sandboxUID, GID: sandboxGID},
+		Owner:    &staging.Ownership{UID: isolate.SandboxUID, GID: isolate.SandboxGID},
 		Writable: true,
 	})
 	if err == nil {

@@ -2,21 +2,15 @@ package docker
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/hostview"
 	"github.com/awf-project/awf/isolate/workspace"
 )
-
-// sandboxEnv is the whole environment of a job.
-var sandboxEnv = []string{
-	"PATH=/usr/bin:/bin",
-	"HOME=/tmp",
-	"LANG=C.UTF-8",
-	"PYTHONDONTWRITEBYTECODE=1",
-	"PYTHONUNBUFFERED=1",
-}
 
 // createBody is the Engine's container-create request, limited to the
 // fields the backend sets.
@@ -53,6 +47,7 @@ type hostConfig struct {
 	IpcMode        string    `json:"IpcMode"`
 	CgroupnsMode   string    `json:"CgroupnsMode"`
 	MaskedPaths    []string  `json:"MaskedPaths"`
+	ReadonlyPaths  []string  `json:"ReadonlyPaths"`
 	Mounts         []mount   `json:"Mounts"`
 	LogConfig      logConfig `json:"LogConfig"`
 	Privileged     bool      `json:"Privileged"`
@@ -86,15 +81,13 @@ type logConfig struct {
 
 // containerSpec is everything buildCreate needs.
 type containerSpec struct {
+	desc    *specs.Spec // isolate.Describe of the template and the job
 	image   string
-	argv    []string
-	limits  isolate.Limits
-	weak    isolate.Weakening
 	seccomp string // the full "seccomp=..." security option
 	ws      *workspace.Workspace
 	tmp     string // host tmpfs bound at /tmp
 	labels  map[string]string
-	cpus    string // HostConfig.SandboxCPUs; "" = not pinned
+	logMax  int64 // size cap of the json-file log
 
 	// root is the sandbox's own mount of the rootfs ("" = none), and
 	// rootDirs its top-level directories to bind over the image's.
@@ -102,79 +95,161 @@ type containerSpec struct {
 	rootDirs []string
 }
 
-// buildCreate renders the container: the same controls as
-// `docker run --network none --read-only --user 65534:65534 --cap-drop ALL
-// --security-opt no-new-privileges:true --security-opt seccomp=<policy>
-// --memory M --memory-swap M --cpus C --pids-limit P --ulimit fsize,nofile,core
-// --workdir /query`, plus the workspace binds (/query, /query/repo,
-// /awf read-only and a noexec /tmp) and a
-// size-capped json-file log that the backend reads back as the bounded capture.
-func buildCreate(c containerSpec) createBody {
-	l := c.limits
-	network := "none"
-	if c.weak.NoNetNS {
-		network = "host"
+// buildCreate renders the description of one job as the Engine's create
+// request: the controls of `docker run --network none --read-only --user
+// 65534:65534 --cap-drop ALL --security-opt no-new-privileges:true
+// --security-opt seccomp=<policy> --memory M --memory-swap M --cpus C
+// --pids-limit P --ulimit fsize,nofile,core --shm-size S --hostname H
+// --workdir /query`, the masked and read-only paths, and the binds of the
+// workspace (/query, /query/repo, /awf) and of a host tmpfs at /tmp, plus a
+// size-capped json-file log that the backend reads back as the bounded
+// capture.
+//
+// A bind cannot carry noexec, nosuid or nodev through the API: each bind
+// inherits them from its host mount, which the workspace makes with the
+// description's flags, and checkBindFlags proves that before create.
+func buildCreate(c containerSpec) (createBody, error) {
+	d := c.desc
+	if d == nil || d.Process == nil || d.Linux == nil || d.Linux.Resources == nil {
+		return createBody{}, fmt.Errorf("docker: incomplete description")
 	}
-	var pids *int64
-	if !c.weak.NoPidsLimit {
-		p := l.Pids
-		pids = &p
+	network := "host"
+	if slices.ContainsFunc(d.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace }) {
+		network = "none"
 	}
 	var capDrop []string
-	if !c.weak.NilCapsConfig {
+	if d.Process.Capabilities != nil {
 		capDrop = []string{"ALL"}
+	}
+	bind := func(src, dst string, ro bool) mount {
+		return mount{Type: "bind", Source: src, Target: dst, ReadOnly: ro, BindOptions: &bindOptions{Propagation: "rprivate"}}
 	}
 	// The files of the root come from the sandbox's own mount, never from
 	// the image layer that every container shares (see rootmount.go).
 	mounts := rootBinds(c.root, c.rootDirs)
-	mounts = append(mounts,
-		// A host tmpfs (noexec, nosuid, nodev, sticky 1777): the Engine's own
-		// tmpfs would copy the image's /tmp mode (0755) onto it.
-		mount{Type: "bind", Source: c.tmp, Target: "/tmp", BindOptions: &bindOptions{Propagation: "rprivate"}},
-		mount{Type: "bind", Source: c.ws.QueryDir(), Target: isolate.QueryDir, BindOptions: &bindOptions{Propagation: "rprivate"}},
-	)
-	if rd := c.ws.RepoDir(); rd != "" {
-		mounts = append(mounts, mount{Type: "bind", Source: rd, Target: isolate.RepoDir, BindOptions: &bindOptions{Propagation: "rprivate"}})
+	var shm int64
+	for _, m := range d.Mounts {
+		f := isolate.FlagsOf(m)
+		switch {
+		case m.Destination == isolate.DevDir:
+			// The Engine's own /dev (see isolate.Deviations).
+		case m.Destination == isolate.DevShmDir:
+			// The Engine's private /dev/shm is noexec, nosuid, nodev.
+			shm = f.Size
+		case m.Destination == isolate.TmpDir:
+			// A host tmpfs: the Engine's own tmpfs would copy the image's
+			// /tmp mode (0755) onto it.
+			mounts = append(mounts, bind(c.tmp, m.Destination, f.ReadOnly))
+		case m.Destination == isolate.QueryDir:
+			mounts = append(mounts, bind(c.ws.QueryDir(), m.Destination, f.ReadOnly))
+		case m.Source == isolate.SourceRepo:
+			mounts = append(mounts, bind(c.ws.RepoDir(), m.Destination, f.ReadOnly))
+		case m.Source == isolate.SourceScript:
+			// The workspace seals the script directory read-only, noexec,
+			// nosuid and nodev, and the bind inherits all four. Asking the
+			// Engine for ReadOnly would make runc remount the bind with
+			// MS_RDONLY alone, which clears the other three (measured).
+			mounts = append(mounts, bind(c.ws.AwfDir(), m.Destination, false))
+		default:
+			return createBody{}, fmt.Errorf("docker: mount %s has no rendering", m.Destination)
+		}
 	}
-	mounts = append(mounts, mount{Type: "bind", Source: c.ws.AwfDir(), Target: "/awf", ReadOnly: true, BindOptions: &bindOptions{Propagation: "rprivate"}})
-	logMax := 2*l.CaptureBytes + 4096
+	var ulimits []ulimit
+	for _, rl := range d.Process.Rlimits {
+		name, ok := ulimitNames[rl.Type]
+		if !ok {
+			return createBody{}, fmt.Errorf("docker: rlimit %s has no ulimit", rl.Type)
+		}
+		ulimits = append(ulimits, ulimit{Name: name, Soft: int64(rl.Soft), Hard: int64(rl.Hard)})
+	}
+	lr := d.Linux.Resources
+	var pids *int64
+	if lr.Pids != nil && lr.Pids.Limit != nil {
+		p := *lr.Pids.Limit
+		pids = &p
+	}
 	return createBody{
 		Image:           c.image,
-		Cmd:             c.argv,
+		Cmd:             slices.Clone(d.Process.Args),
 		Entrypoint:      []string{},
-		Env:             sandboxEnv,
-		WorkingDir:      isolate.QueryDir,
-		User:            fmt.Sprintf("%d:%d", workspace.SandboxUID, workspace.SandboxGID),
-		Hostname:        "query",
+		Env:             slices.Clone(d.Process.Env),
+		WorkingDir:      d.Process.Cwd,
+		User:            fmt.Sprintf("%d:%d", d.Process.User.UID, d.Process.User.GID),
+		Hostname:        d.Hostname,
 		Labels:          c.labels,
-		NetworkDisabled: !c.weak.NoNetNS,
+		NetworkDisabled: network == "none",
 		HostConfig: hostConfig{
 			NetworkMode:    network,
-			ReadonlyRootfs: true,
+			ReadonlyRootfs: d.Root.Readonly,
 			// The Engine's default on cgroup v1 hosts is the host's cgroup
 			// namespace, which shows the sandbox the host's cgroup tree.
 			CgroupnsMode: "private",
 			CapDrop:      capDrop,
 			SecurityOpt:  []string{"no-new-privileges:true", c.seccomp},
-			Memory:       l.MemoryBytes,
-			MemorySwap:   l.MemoryBytes,
-			NanoCPUs:     l.CPUMilli * 1_000_000,
+			Memory:       *lr.Memory.Limit,
+			MemorySwap:   *lr.Memory.Swap,
+			NanoCPUs:     *lr.CPU.Quota * 1_000_000_000 / int64(*lr.CPU.Period),
 			// Disjoint from the agent's CPUs (invariant 8).
-			CpusetCpus: c.cpus,
+			CpusetCpus: lr.CPU.Cpus,
 			PidsLimit:  pids,
-			Ulimits: []ulimit{
-				{Name: "fsize", Soft: l.FileSizeBytes, Hard: l.FileSizeBytes},
-				{Name: "nofile", Soft: int64(l.NoFile), Hard: int64(l.NoFile)},
-				{Name: "core", Soft: 0, Hard: 0},
-			},
-			ShmSize:   l.TmpTmpfsBytes,
-			IpcMode:   "private",
-			Mounts:    mounts,
-			LogConfig: logConfig{Type: "json-file", Config: map[string]string{"max-size": strconv.FormatInt(logMax, 10), "max-file": "1"}},
-			// Every host-wide counter and kernel information file (one list,
-			// hostview's). This replaces the Engine's default list, which it
-			// contains; create checks that the Engine kept it.
-			MaskedPaths: hostview.SandboxMaskPaths(),
+			Ulimits:    ulimits,
+			ShmSize:    shm,
+			IpcMode:    "private",
+			Mounts:     mounts,
+			LogConfig:  logConfig{Type: "json-file", Config: map[string]string{"max-size": strconv.FormatInt(c.logMax, 10), "max-file": "1"}},
+			// This replaces the Engine's default list, which it contains;
+			// create checks that the Engine kept it.
+			MaskedPaths:   slices.Clone(d.Linux.MaskedPaths),
+			ReadonlyPaths: slices.Clone(d.Linux.ReadonlyPaths),
 		},
+	}, nil
+}
+
+// ulimitNames are the Engine's names of the description's rlimits.
+var ulimitNames = map[string]string{"RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile", "RLIMIT_CORE": "core"}
+
+// checkBindFlags fails closed unless the host mount of every bind the
+// description makes has at least the description's flags: the Engine's
+// API cannot set noexec, nosuid or nodev on a bind, which inherits them
+// from its source.
+func checkBindFlags(d *specs.Spec, body createBody) error {
+	want := map[string]isolate.MountFlags{}
+	for _, m := range d.Mounts {
+		want[m.Destination] = isolate.FlagsOf(m)
 	}
+	for _, m := range body.HostConfig.Mounts {
+		w, ok := want[m.Target]
+		if !ok {
+			continue // a read-only bind of the root
+		}
+		got, err := HostMountFlags(m.Source)
+		if err != nil {
+			return err
+		}
+		if m.ReadOnly {
+			// runc remounts a read-only bind with MS_RDONLY alone, which
+			// clears the flags the bind inherited (measured with runc 1.1).
+			got = isolate.MountFlags{ReadOnly: true}
+		}
+		if (w.ReadOnly && !got.ReadOnly) || (w.NoExec && !got.NoExec) || (w.NoSuid && !got.NoSuid) || (w.NoDev && !got.NoDev) {
+			return fmt.Errorf("docker: bind of %s at %s is %s, the description asks for %s", m.Source, m.Target, got, w)
+		}
+	}
+	return nil
+}
+
+// HostMountFlags reads the flags and size of the host mount that holds path.
+func HostMountFlags(path string) (isolate.MountFlags, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return isolate.MountFlags{}, fmt.Errorf("docker: statfs %s: %w", path, err)
+	}
+	f := isolate.MountFlags{
+		ReadOnly: st.Flags&unix.ST_RDONLY != 0, NoExec: st.Flags&unix.ST_NOEXEC != 0,
+		NoSuid: st.Flags&unix.ST_NOSUID != 0, NoDev: st.Flags&unix.ST_NODEV != 0,
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		f.Size = int64(st.Blocks) * st.Bsize
+	}
+	return f, nil
 }

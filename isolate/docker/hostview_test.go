@@ -51,6 +51,9 @@ func TestEngineAppliesEveryMask(t *testing.T) {
 // TestBuildCreateMasksHostView checks the rendering: the container masks
 // exactly the one list.
 func TestBuildCreateMasksHostView(t *testing.T) {
-	b := buildCreate(containerSpec{limits: isolate.DefaultLimits(), ws: &workspace.Workspace{Dir: "/state/ws"}})
+	d, err := isolate.Describe(isolate.Template{Limits: isolate.DefaultLimits(), Weaken: isolate.Weakening{NoSeccomp: true}}, isolate.Job{}, isolate.HostConfig{})
+	require.NoError(t, err)
+	b, err := buildCreate(containerSpec{desc: d, ws: &workspace.Workspace{Dir: "/state/ws"}})
+	require.NoError(t, err)
 	assert.Equal(t, hostview.SandboxMaskPaths(), b.HostConfig.MaskedPaths)
 }

@@ -121,18 +121,34 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 	if err := s.ws.WriteScript(job.Script); err != nil {
 		return err
 	}
+	dt := s.t
+	if dt.Policy == nil {
+		// Only the probe's trial has no policy: it brings its own filter
+		// in s.seccomp, so the description names none.
+		dt.Weaken.NoSeccomp = true
+	}
+	desc, err := isolate.Describe(dt, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: s.r.cpus})
+	if err != nil {
+		return err
+	}
 	tmp, err := s.ws.MountScratch("tmp", s.t.Limits.TmpTmpfsBytes)
 	if err != nil {
 		return err
 	}
-	body := buildCreate(containerSpec{
-		image: s.image, argv: argv, limits: s.t.Limits, weak: s.t.Weaken, seccomp: s.seccomp, ws: s.ws, tmp: tmp, cpus: s.r.cpus,
+	body, err := buildCreate(containerSpec{
+		desc: desc, image: s.image, seccomp: s.seccomp, ws: s.ws, tmp: tmp, logMax: 2*s.t.Limits.CaptureBytes + 4096,
 		root: s.root, rootDirs: s.rootDirs,
 		labels: map[string]string{
 			labelRun: s.runID, labelInvocation: invID, labelSandbox: s.ws.Journal.SandboxID,
 			labelState: s.r.stateTag, labelBackend: Name,
 		},
 	})
+	if err != nil {
+		return err
+	}
+	if err := checkBindFlags(desc, body); err != nil {
+		return err
+	}
 	var reply struct {
 		ID       string   `json:"Id"`
 		Warnings []string `json:"Warnings"`

@@ -3,7 +3,10 @@ package gvisor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -18,21 +21,10 @@ const (
 	annotationSandbox    = "awf.sandbox"
 )
 
-// sandboxEnv is the whole environment of a job.
-var sandboxEnv = []string{
-	"PATH=/usr/bin:/bin",
-	"HOME=/tmp",
-	"LANG=C.UTF-8",
-	"PYTHONDONTWRITEBYTECODE=1",
-	"PYTHONUNBUFFERED=1",
-}
-
 // bundleSpec is what buildSpec needs.
 type bundleSpec struct {
+	desc    *specs.Spec // isolate.Describe of the template and the job
 	rootFS  string
-	limits  isolate.Limits
-	weak    isolate.Weakening
-	argv    []string
 	ws      *workspace.Workspace
 	cgroup  string // path below the hierarchy roots
 	seccomp *specs.LinuxSeccomp
@@ -41,90 +33,73 @@ type bundleSpec struct {
 	sandbox string
 }
 
-// buildSpec renders the OCI runtime spec of one job: read-only root, uid
-// 65534 with no capabilities and no-new-privileges, rlimits, the /query and
-// /query/repo binds from the workspace, the read-only script directory, a
-// noexec /tmp, private namespaces, the pre-made cgroup and the seccomp policy.
-func buildSpec(b bundleSpec) *specs.Spec {
-	caps := &specs.LinuxCapabilities{
-		Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{},
-	}
-	if b.weak.NilCapsConfig {
-		caps = nil
-	}
-	l := b.limits
-	tmpOpts := func(size int64, mode string, extra ...string) []string {
-		return append([]string{"nosuid", "nodev", fmt.Sprintf("size=%d", size), "mode=" + mode}, extra...)
-	}
-	mounts := []specs.Mount{
-		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "nodev", "noexec"}},
-		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: tmpOpts(64<<10, "755", "noexec")},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: tmpOpts(l.TmpTmpfsBytes, "1777", "noexec")},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpOpts(l.TmpTmpfsBytes, "1777", "noexec")},
-		{Destination: isolate.QueryDir, Type: "bind", Source: b.ws.QueryDir(), Options: []string{"rbind", "rw", "nosuid", "nodev"}},
-	}
-	if r := b.ws.RepoDir(); r != "" {
-		mounts = append(mounts, specs.Mount{Destination: isolate.RepoDir, Type: "bind", Source: r, Options: []string{"rbind", "rw", "nosuid", "nodev"}})
-	}
-	mounts = append(mounts, specs.Mount{Destination: "/awf", Type: "bind", Source: b.ws.AwfDir(), Options: []string{"rbind", "ro", "nosuid", "nodev"}})
-
-	ns := []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}}
-	if !b.weak.NoNetNS {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace})
-	}
-	mem, swap := l.MemoryBytes, l.MemoryBytes
-	quota, period := l.CPUMilli*100, uint64(100000)
-	res := &specs.LinuxResources{
-		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &swap},
-		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
-	}
-	if !b.weak.NoPidsLimit {
-		pids := l.Pids
-		res.Pids = &specs.LinuxPids{Limit: &pids}
-	}
-	rl := []specs.POSIXRlimit{
-		{Type: "RLIMIT_FSIZE", Hard: uint64(l.FileSizeBytes), Soft: uint64(l.FileSizeBytes)},
-		{Type: "RLIMIT_NOFILE", Hard: l.NoFile, Soft: l.NoFile},
-		{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
-	}
-	if !b.weak.NoPidsLimit {
+// buildSpec renders the description of one job as its bundle: the
+// description with the root replaced by the sandbox's own root mount, the
+// repo view and the script directory by the workspace's, /query by a bind
+// of the workspace's /query tmpfs (so the broker reads the answer from the
+// host), the pre-made cgroup, the policy compiled for the Sentry, and the
+// declared deviations (isolate.Deviations): the Sentry's own /proc and
+// /dev instead of masks and device rules, and RLIMIT_NPROC as the job's
+// process limit.
+func buildSpec(b bundleSpec) (*specs.Spec, error) {
+	s := *b.desc
+	proc := *s.Process
+	proc.Rlimits = slices.Clone(proc.Rlimits)
+	if s.Linux.Resources.Pids != nil {
 		// The Sentry's tasks are not host tasks, so the host pids cgroup
 		// cannot count them. The Sentry enforces RLIMIT_NPROC itself, per
 		// sandbox (it has its own user accounting), so it is the job's
 		// process and thread limit here.
-		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(l.Pids), Soft: uint64(l.Pids)})
+		n := uint64(*s.Linux.Resources.Pids.Limit)
+		proc.Rlimits = append(proc.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
 	}
-	return &specs.Spec{
-		Version: specs.Version,
-		Process: &specs.Process{
-			Terminal:        false,
-			User:            specs.User{UID: workspace.SandboxUID, GID: workspace.SandboxGID},
-			Args:            b.argv,
-			Env:             sandboxEnv,
-			Cwd:             isolate.QueryDir,
-			Capabilities:    caps,
-			NoNewPrivileges: true,
-			Rlimits:         rl,
-		},
-		Root:     &specs.Root{Path: b.rootFS, Readonly: true},
-		Hostname: "query",
-		Mounts:   mounts,
-		Annotations: map[string]string{
-			annotationRun:        b.runID,
-			annotationInvocation: b.invID,
-			annotationSandbox:    b.sandbox,
-		},
-		Linux: &specs.Linux{
-			Namespaces:  ns,
-			CgroupsPath: "/" + b.cgroup,
-			Resources:   res,
-			Seccomp:     b.seccomp,
-			// No MaskedPaths: runsc ignores them (measured: /proc/meminfo
-			// and /sys stay readable). Its /proc and /sys are the Sentry's
-			// own, per sandbox, and show no host counter that one sandbox
-			// can move for the next (TestSentryViewDoesNotMove).
-		},
+	s.Process = &proc
+	s.Root = &specs.Root{Path: b.rootFS, Readonly: b.desc.Root.Readonly}
+	// runsc mounts a /proc in every sandbox; this one is the Sentry's own.
+	mounts := []specs.Mount{{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "nodev", "noexec"}}}
+	for _, m := range b.desc.Mounts {
+		m.Options = isolate.MountOptions(m)
+		switch {
+		case m.Destination == isolate.QueryDir:
+			// The workspace's /query tmpfs has the description's size,
+			// mode and owner; the bind keeps every flag.
+			m.Type, m.Source = "bind", b.ws.QueryDir()
+			m.Options = append([]string{"rbind", "rw"}, onlyFlags(m.Options)...)
+		case m.Source == isolate.SourceRepo:
+			m.Source = b.ws.RepoDir()
+		case m.Source == isolate.SourceScript:
+			m.Source = b.ws.AwfDir()
+		case m.Type == "bind":
+			return nil, fmt.Errorf("gvisor: bind of %s has no source in this backend", m.Source)
+		}
+		mounts = append(mounts, m)
 	}
+	s.Mounts = mounts
+	ann := maps.Clone(b.desc.Annotations)
+	ann[annotationRun], ann[annotationInvocation], ann[annotationSandbox] = b.runID, b.invID, b.sandbox
+	s.Annotations = ann
+	lx := *b.desc.Linux
+	res := *lx.Resources
+	// The Sentry's /dev is its own (see isolate.Deviations): no host
+	// device is reachable, so there are neither nodes nor device rules.
+	res.Devices = nil
+	lx.Resources = &res
+	lx.Devices = nil
+	// runsc ignores linux.maskedPaths and readonlyPaths (measured:
+	// /proc/meminfo and /sys stay readable): its /proc and /sys are the
+	// Sentry's own, per sandbox, and show no host counter that one sandbox
+	// can move for the next (TestSentryViewDoesNotMove).
+	lx.MaskedPaths, lx.ReadonlyPaths = nil, nil
+	lx.Namespaces = slices.Clone(lx.Namespaces)
+	lx.CgroupsPath = "/" + b.cgroup
+	lx.Seccomp = b.seccomp
+	s.Linux = &lx
+	return &s, nil
+}
+
+// onlyFlags drops the tmpfs data options (mode, size, uid, gid) of opts.
+func onlyFlags(opts []string) []string {
+	return slices.DeleteFunc(slices.Clone(opts), func(o string) bool { return strings.Contains(o, "=") })
 }
 
 // writeBundle writes config.json into dir, which it creates.

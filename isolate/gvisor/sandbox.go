@@ -98,10 +98,23 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 		return nil, nil, nil, err
 	}
 	bundle := s.ws.Path("bundle")
-	spec := buildSpec(bundleSpec{
-		rootFS: s.rootFS, limits: s.t.Limits, weak: s.t.Weaken, argv: argv, ws: s.ws,
+	dt := s.t
+	if dt.Policy == nil {
+		// Only the probe's trial has no policy: it brings its own filter
+		// in s.seccomp, so the description names none.
+		dt.Weaken.NoSeccomp = true
+	}
+	desc, err := isolate.Describe(dt, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: s.r.cpus})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	spec, err := buildSpec(bundleSpec{
+		desc: desc, rootFS: s.rootFS, ws: s.ws,
 		cgroup: s.cg.rel, seccomp: s.seccomp, runID: s.runID, invID: invID, sandbox: s.ws.Journal.SandboxID,
 	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, nil, nil, err
 	}

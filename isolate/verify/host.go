@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -111,7 +112,32 @@ func CheckHost(ctx context.Context, o HostOptions) (HostFacts, []Result) {
 	rs = append(rs, checkTokenEnv(o.Environ))
 	rs = append(rs, checkPrivateRoot(o.PrivateRoot, gatherAncestors(o.PrivateRoot)))
 	rs = append(rs, checkCPUSplit(runtime.NumCPU(), cpusAllowed(), o.SandboxCPUs))
+	rs = append(rs, checkDeviations(isolate.Deviations()))
 	return f, rs
+}
+
+// checkDeviations reports the declared deviations of the backends from the
+// one sandbox description (isolate.Deviations), so that a report says
+// which controls a backend renders differently; docs/runtimes.md has the
+// same table with the reasons.
+func checkDeviations(ds []isolate.Deviation) Result {
+	const id = "host/deviations"
+	by := map[string][]string{}
+	var backends []string
+	for _, d := range ds {
+		if by[d.Backend] == nil {
+			backends = append(backends, d.Backend)
+		}
+		by[d.Backend] = append(by[d.Backend], d.Field+": "+d.Instead)
+	}
+	if len(backends) == 0 {
+		return hostResult(id, Pass, "every backend renders the sandbox description as it is")
+	}
+	parts := make([]string, 0, len(backends))
+	for _, b := range backends {
+		parts = append(parts, fmt.Sprintf("%s (%d): %s", b, len(by[b]), strings.Join(by[b], "; ")))
+	}
+	return hostResult(id, Pass, "direct renders the sandbox description as it is; declared deviations (docs/runtimes.md): %s", strings.Join(parts, " | "))
 }
 
 // cpusAllowed is this process's Cpus_allowed_list, as the kernel writes it.

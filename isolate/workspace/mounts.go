@@ -19,11 +19,27 @@ import (
 // tmpfsSource names our tmpfs mounts in the host mount table.
 const tmpfsSource = "awf-workspace"
 
-// mountTmpfs creates target and mounts a nosuid, nodev tmpfs of size bytes
-// on it, owned by the sandbox user with the given mode.
+// mountTmpfs creates target and mounts a noexec, nosuid, nodev tmpfs of
+// size bytes on it, owned by the sandbox user with the given mode. The
+// flags are those of isolate.Describe's writable mounts: a backend that
+// binds the tmpfs (docker cannot set them on a bind) inherits them.
 func mountTmpfs(target string, size int64, mode os.FileMode) error {
 	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, mode.Perm(), SandboxUID, SandboxGID)
-	return mountTmpfsData(target, unix.MS_NOSUID|unix.MS_NODEV, data)
+	return mountTmpfsData(target, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data)
+}
+
+// sealDir bind-mounts dir onto itself read-only, noexec, nosuid and nodev,
+// so that a backend binding it (docker cannot set these on a bind)
+// inherits the flags. Remove unmounts it with the rest of the workspace.
+func sealDir(dir string) error {
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("workspace: bind %s: %w", dir, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	if err := unix.Mount("", dir, "", flags, ""); err != nil {
+		return fmt.Errorf("workspace: seal %s: %w", dir, err)
+	}
+	return nil
 }
 
 // MountScratch mounts a fresh world-writable, sticky, noexec, nosuid, nodev

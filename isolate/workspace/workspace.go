@@ -160,7 +160,7 @@ func (w *Workspace) WriteScript(script []byte) error {
 	if err := os.Chmod(w.AwfDir(), 0o555); err != nil {
 		return fmt.Errorf("workspace: seal script dir: %w", err)
 	}
-	return nil
+	return sealDir(w.AwfDir())
 }
 
 // Remove unmounts everything mounted at or below dir and deletes dir. It is

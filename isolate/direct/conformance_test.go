@@ -1,0 +1,18 @@
+package direct_test
+
+import (
+	"testing"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/isolatetest"
+)
+
+// TestConformance reads the description's controls from inside a direct
+// sandbox: the same job and expectations as every backend's.
+func TestConformance(t *testing.T) {
+	e := newEnv(t)
+	isolatetest.Behaviour(t, direct.Name, e.template(t, seedRepo(t)), func(tpl isolate.Template, script string) isolate.Outcome {
+		return e.run(t, tpl, script)
+	})
+}
