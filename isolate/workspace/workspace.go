@@ -28,10 +28,11 @@ import (
 	"github.com/awf-project/awf/staging"
 )
 
-// SandboxUID and SandboxGID are the ids every job runs as.
+// SandboxUID and SandboxGID are the ids every job runs as: the
+// description's (isolate.Describe), which owns them.
 const (
-	SandboxUID = 65534
-	SandboxGID = 65534
+	SandboxUID = isolate.SandboxUID
+	SandboxGID = isolate.SandboxGID
 )
 
 // Names of the entries inside a workspace directory.
