@@ -25,7 +25,6 @@ const (
 	ReasonRepoNotAllowed   = "repo-not-allowed"
 	ReasonBudgetExhausted  = "bit-budget-exhausted"
 	ReasonCountExhausted   = "invocation-count-exhausted"
-	ReasonWorkspaceFailed  = "workspace-create-failed"
 	ReasonTimeout          = "timeout"
 	ReasonNonZeroExit      = "non-zero-exit"
 	ReasonUnreadableOutput = "unreadable-output"
