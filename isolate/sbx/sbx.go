@@ -7,6 +7,7 @@ package sbx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -27,26 +28,82 @@ var ErrBlocked = errors.New("sbx: BLOCKED: the sbx runtime cannot enforce every 
 type Control struct {
 	Name string
 	Flag string // "" when no CLI flag can provide it
+	// Audited is true when the audited sbx CLI (Docker Sandboxes v0.37.1)
+	// provides the control; the others are why sbx is always BLOCKED.
+	Audited bool
 }
 
-// Controls lists what sbx would need. The flags are what a launch would
-// require of `sbx create`; a control without a flag cannot be had at all.
+// Controls is the one list of what sbx would need: the capability probe,
+// verify's BLOCKED reason and the matrix all read it. The flags are what a
+// launch would require of `sbx create`; a control without a flag cannot be
+// had at all.
 var Controls = []Control{
-	{"no network", "--network"},
-	{"pids limit", "--pids-limit"},
-	{"disk (tmpfs) size limit", "--disk-limit"},
-	{"file-size limit (RLIMIT_FSIZE)", "--ulimit-fsize"},
-	{"private repository view at /query/repo", "--mount-target"},
-	{"memory limit", "--memory"},
-	{"cpu limit", "--cpus"},
-	{"read-only root filesystem", "--read-only"},
-	{"uid 65534", "--user"},
-	{"no capabilities", "--cap-drop"},
-	{"no-new-privileges", "--security-opt"},
-	{"the project's seccomp policy", "--seccomp"},
-	{"labels carrying the run and invocation ids", "--label"},
-	{"digest-pinned template", "--template"},
-	{"host-side no-follow read of /query/out", ""},
+	{"no network", "--network", false},
+	{"pids limit", "--pids-limit", false},
+	{"disk (tmpfs) size limit", "--disk-limit", false},
+	{"file-size limit (RLIMIT_FSIZE)", "--ulimit-fsize", false},
+	{"private repository view at /query/repo", "--mount-target", false},
+	{"memory limit", "--memory", true},
+	{"cpu limit", "--cpus", true},
+	{"read-only root filesystem", "--read-only", false},
+	{"uid 65534", "--user", false},
+	{"no capabilities", "--cap-drop", false},
+	{"no-new-privileges", "--security-opt", false},
+	{"the project's seccomp policy", "--seccomp", false},
+	{"labels carrying the run and invocation ids", "--label", false},
+	{"digest-pinned template", "--template", false},
+	{"host-side no-follow read of /query/out", "", false},
+}
+
+// AuditedMissing names the controls the audited sbx CLI does not provide.
+func AuditedMissing() []string {
+	var out []string
+	for _, c := range Controls {
+		if !c.Audited {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// ControlStatus is one control in the seed's structured form.
+type ControlStatus struct {
+	Control   string `json:"control"`
+	Required  bool   `json:"required"`
+	Supported bool   `json:"supported"`
+	Evidence  string `json:"evidence"`
+}
+
+// Check runs the capability probe and returns one entry per control, every
+// one required; it never launches a sandbox. A control is supported only
+// when `sbx create --help` names its flag; even then the runtime stays
+// BLOCKED while any required control is not.
+func Check(ctx context.Context) []ControlStatus {
+	path, err := exec.LookPath("sbx")
+	out := make([]ControlStatus, 0, len(Controls))
+	if err != nil {
+		for _, c := range Controls {
+			out = append(out, ControlStatus{Control: c.Name, Required: true, Evidence: "unavailable: the sbx CLI is not installed (not on PATH)"})
+		}
+		return out
+	}
+	help, herr := createHelp(ctx, path)
+	for _, c := range Controls {
+		st := ControlStatus{Control: c.Name, Required: true}
+		switch {
+		case c.Flag == "":
+			st.Evidence = "no sbx mechanism provides it"
+		case herr != nil:
+			st.Evidence = fmt.Sprintf("`%s create --help` failed: %v", path, herr)
+		case !strings.Contains(help, c.Flag):
+			st.Evidence = fmt.Sprintf("`%s create` has no %s", path, c.Flag)
+		default:
+			st.Supported = true
+			st.Evidence = fmt.Sprintf("`%s create --help` names %s", path, c.Flag)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // Runtime is the blocked sbx backend.
@@ -61,28 +118,13 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 // Name returns "sbx".
 func (r *Runtime) Name() string { return Name }
 
-// Missing runs the capability probe and lists every missing control, one
-// operator-readable line each. It never launches a sandbox.
+// Missing lists every required control Check finds unsupported, one
+// operator-readable line each.
 func Missing(ctx context.Context) []string {
-	path, err := exec.LookPath("sbx")
-	if err != nil {
-		out := []string{"sbx CLI: not installed (not on PATH)"}
-		for _, c := range Controls {
-			out = append(out, c.Name+": unavailable (no sbx CLI)")
-		}
-		return out
-	}
-	help, herr := createHelp(ctx, path)
 	var out []string
-	if herr != nil {
-		out = append(out, fmt.Sprintf("sbx CLI at %s: `sbx create --help` failed: %v", path, herr))
-	}
-	for _, c := range Controls {
-		switch {
-		case c.Flag == "":
-			out = append(out, c.Name+": no sbx mechanism provides it")
-		case herr != nil || !strings.Contains(help, c.Flag):
-			out = append(out, fmt.Sprintf("%s: `sbx create` has no %s", c.Name, c.Flag))
+	for _, st := range Check(ctx) {
+		if st.Required && !st.Supported {
+			out = append(out, st.Control+": "+st.Evidence)
 		}
 	}
 	return out
@@ -102,9 +144,14 @@ func createHelp(ctx context.Context, path string) (string, error) {
 	return string(b), err
 }
 
-// Probe always fails. Its error lists every missing control.
+// Probe always fails. Its error carries Check's structured list as JSON,
+// one object per control.
 func (r *Runtime) Probe(ctx context.Context) error {
-	return fmt.Errorf("%w; missing: %s", ErrBlocked, strings.Join(Missing(ctx), "; "))
+	b, err := json.Marshal(Check(ctx))
+	if err != nil {
+		return fmt.Errorf("%w; controls: %v", ErrBlocked, err)
+	}
+	return fmt.Errorf("%w; controls: %s", ErrBlocked, b)
 }
 
 // Prepare always fails closed.

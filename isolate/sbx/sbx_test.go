@@ -2,7 +2,9 @@ package sbx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,4 +43,46 @@ func TestMissingListsEveryControl(t *testing.T) {
 	m := Missing(context.Background())
 	// With no sbx CLI here every control is missing, plus the CLI itself.
 	assert.GreaterOrEqual(t, len(m), len(Controls))
+}
+
+// TestCheckIsStructured checks the seed's structured form: one object per
+// control of the one list, every one required, with evidence, and the
+// probe's error carries the same list as JSON.
+func TestCheckIsStructured(t *testing.T) {
+	ctx := context.Background()
+	st := Check(ctx)
+	require.Len(t, st, len(Controls))
+	for i, s := range st {
+		assert.Equal(t, Controls[i].Name, s.Control)
+		assert.True(t, s.Required)
+		assert.NotEmpty(t, s.Evidence)
+		if Controls[i].Flag == "" {
+			assert.False(t, s.Supported, "%s has no mechanism", s.Control)
+		}
+	}
+	r, err := New(isolate.HostConfig{})
+	require.NoError(t, err)
+	msg := r.Probe(ctx).Error()
+	_, js, ok := strings.Cut(msg, "; controls: ")
+	require.True(t, ok, msg)
+	var back []ControlStatus
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&back))
+	assert.Equal(t, st, back)
+	var m []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(js), &m))
+	for _, o := range m {
+		assert.ElementsMatch(t, []string{"control", "required", "supported", "evidence"}, keys(o))
+	}
+	assert.NotContains(t, AuditedMissing(), "memory limit", "the audited CLI has --memory")
+	assert.Contains(t, AuditedMissing(), "pids limit")
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

@@ -263,7 +263,7 @@ func TestBlockedAndRequired(t *testing.T) {
 	assert.Equal(t, Blocked, byName["docker"].Status)
 	assert.Contains(t, byName["docker"].Reason, "no daemon")
 	assert.Equal(t, Blocked, byName["sbx"].Status, "sbx is always BLOCKED")
-	assert.Contains(t, byName["sbx"].Reason, "network=none")
+	assert.Contains(t, byName["sbx"].Reason, "no network")
 	hostFail := false
 	for _, c := range rep.Checks {
 		hostFail = hostFail || c.Status == Fail

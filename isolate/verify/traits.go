@@ -1,5 +1,7 @@
 package verify
 
+import "github.com/awf-project/awf/isolate/sbx"
+
 // traits say how a runtime differs in what verify can observe from the host.
 // A difference is reported as N/A with its reason, never as a PASS.
 type traits struct {
@@ -26,15 +28,9 @@ type traits struct {
 }
 
 // SbxMissingControls are the query-isolation controls the audited sbx CLI
-// does not expose, so the sbx runtime is always BLOCKED.
-var SbxMissingControls = []string{
-	"network=none",
-	"pids limit",
-	"disk limit",
-	"per-file size limit (RLIMIT_FSIZE)",
-	"explicit guest mount targets",
-	"digest-pinned stdlib-only Python template",
-}
+// does not expose, so the sbx runtime is always BLOCKED. They come from the
+// sbx package's one list of controls.
+var SbxMissingControls = sbx.AuditedMissing()
 
 // traitsFor returns the traits of a runtime by name.
 func traitsFor(name string) traits {

@@ -220,7 +220,7 @@ func TestBlockedReportListsEveryProbe(t *testing.T) {
 	rr := blockedReport("sbx", withMissing(traitsFor("sbx"), "no sbx"), Battery())
 	assert.Equal(t, Blocked, rr.Status)
 	assert.Len(t, rr.Results, len(Battery())+len(RuntimeChecks))
-	assert.Contains(t, rr.Reason, "network=none")
+	assert.Contains(t, rr.Reason, "no network")
 	assert.Contains(t, rr.Reason, "no sbx")
 	for _, r := range rr.Results {
 		assert.Equal(t, Blocked, r.Status)
