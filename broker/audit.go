@@ -37,11 +37,17 @@ const (
 	ReasonFrameRejected    = "frame-rejected"
 	ReasonHeaderRejected   = "header-rejected"
 	ReasonConnectionLimit  = "connection-limit"
+	ReasonWrongRoute       = "wrong-route"
 	ReasonUnhandled        = "unhandled-error"
 	// The agent could not be frozen before, or thawed after, a metered query.
 	ReasonAgentFreezeFailed = "agent-freeze-failed"
 	ReasonAgentThawFailed   = "agent-thaw-failed"
 )
+
+// LifecycleCancelled is the lifecycle event of a run that awf stopped on
+// SIGINT or SIGTERM (or whose in-flight queries the broker's shutdown
+// killed): a stop that was asked for, not a failure.
+const LifecycleCancelled = "cancelled"
 
 // Pseudo invocation ids for records that belong to no invocation.
 const (

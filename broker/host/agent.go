@@ -14,8 +14,9 @@ import (
 	"github.com/awf-project/awf/proto"
 )
 
-// AgentStopGrace is how long the agent gets after SIGTERM before SIGKILL.
-const AgentStopGrace = 10 * time.Second
+// AgentStopGrace is how long the agent gets after SIGTERM before SIGKILL:
+// short, so that awf ends well inside a job runner's own grace.
+const AgentStopGrace = 2 * time.Second
 
 // AgentMayInherit reports whether the variable called name may pass from
 // awf's environment to the agent's when bounded queries are enabled. The

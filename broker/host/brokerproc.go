@@ -130,6 +130,12 @@ func (b *BrokerProc) Stop(ctx context.Context) error {
 	return fmt.Errorf("broker: killed after the shutdown grace: %w", exitErr(b.err))
 }
 
+// Cancel asks the broker to stop now (SIGTERM) without waiting: on
+// SIGINT/SIGTERM to awf it stops admissions and kills a running query,
+// which also thaws an agent frozen for that query, so that the agent can
+// act on its own SIGTERM inside its grace.
+func (b *BrokerProc) Cancel() { _ = b.cmd.Process.Signal(syscall.SIGTERM) }
+
 // Exited is closed when the broker process has ended.
 func (b *BrokerProc) Exited() <-chan struct{} { return b.exited }
 

@@ -179,10 +179,13 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		}
 	}
 	audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", b.Used()))
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	defer cancel()
+	// The broker stops when the agent is gone or awf was interrupted: an
+	// in-flight query has nobody left to answer, so it is killed now (the
+	// sandboxes are swept below) rather than waited for.
+	sctx, cancel := context.WithCancel(context.Background())
+	cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		audit.Lifecycle("shutdown-cleanup-failed", err.Error())
+		audit.Lifecycle(broker.LifecycleCancelled, "in-flight queries killed at shutdown")
 	}
 	return serveErr
 }

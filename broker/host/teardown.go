@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +30,14 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 	if b != nil {
 		if err := b.Stop(tctx); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if ctx.Err() != nil {
+		// awf was interrupted (SIGINT/SIGTERM): the audit says so, after
+		// the broker's own records.
+		if a, err := broker.OpenAudit(r.Layout.AuditDir, "bounded-query.jsonl"); err == nil {
+			a.Lifecycle(broker.LifecycleCancelled, "awf run was interrupted; the agent was stopped and its running query killed")
+			_ = a.Close()
 		}
 	}
 	if r.Spec.Runtime != "" {

@@ -187,8 +187,10 @@ func waitRunLock(ctx context.Context, path string, wait time.Duration) (*os.File
 // the leaf is thawed so the kills land), then every other process whose
 // command line or environment names the run (staging's git, runsc's
 // gofer, an agent shim not yet in its cgroup), except the caller. keep, when
-// set, says which cgroup directories to leave alone. It returns once the
-// cgroups are empty, or with an error when ctx ends first.
+// set, says which cgroup directories to leave alone, and then only cgroups
+// are searched (the survivor's case: the agent, whose environment names the
+// run, lives on). It returns once the cgroups are empty, or with an error
+// when ctx ends first.
 func KillRun(ctx context.Context, runID string, keep func(dir string) bool) error {
 	if !runIDPattern.MatchString(runID) {
 		return fmt.Errorf("kill run: bad run id %q", runID)
@@ -228,9 +230,11 @@ func KillRun(ctx context.Context, runID string, keep func(dir string) bool) erro
 		for _, d := range frozen {
 			_ = os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
 		}
-		for _, pid := range runProcesses(runID, self) {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			left++
+		if keep == nil {
+			for _, pid := range runProcesses(runID, self) {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				left++
+			}
 		}
 		if left == 0 {
 			return nil
@@ -241,6 +245,33 @@ func KillRun(ctx context.Context, runID string, keep func(dir string) bool) erro
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// KillSandboxesIfBrokerDies kills the run's sandboxes once the broker
+// process has ended: a broker killed mid-query would otherwise leave its
+// sandbox running (and holding its mounts) until teardown. The agent's
+// cgroup is left alone. After a normal stop it finds nothing to do.
+func KillSandboxesIfBrokerDies(b *BrokerProc, a AgentCgroup) {
+	if b == nil || a.RunID == "" {
+		return
+	}
+	agent := map[string]bool{}
+	for _, d := range a.Dirs() {
+		agent[d] = true
+	}
+	go func() {
+		<-b.Exited()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = KillRun(ctx, a.RunID, func(d string) bool {
+			for p := range agent {
+				if d == p || strings.HasPrefix(d, p+"/") {
+					return true
+				}
+			}
+			return false
+		})
+	}()
 }
 
 // cgroupPids lists the processes of cgroup dir d (cgroup.procs, or tasks).

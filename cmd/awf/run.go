@@ -104,6 +104,10 @@ func cmdRun(ctx context.Context, e env) int {
 		return exitAWF
 	}
 	defer wdog.Release()
+	stopped := context.AfterFunc(ctx, func() {
+		fmt.Fprintln(e.stderr, "awf: interrupted: stopping the agent, killing its running query and tearing down")
+	})
+	defer stopped()
 	r, err := host.Prepare(ctx, host.Options{
 		Config: cfg, Getenv: getenv, Progress: e.stderr, Workdir: wd, RunID: runID,
 		CLIBinary: filepath.Join(filepath.Dir(exe), "bounded-query"),
@@ -136,6 +140,9 @@ func cmdRun(ctx context.Context, e env) int {
 		return exitAWF
 	}
 	host.ThawIfBrokerDies(b, r.Spec.AgentCgroup)
+	host.KillSandboxesIfBrokerDies(b, r.Spec.AgentCgroup)
+	cancelBroker := context.AfterFunc(ctx, b.Cancel)
+	defer cancelBroker()
 	code, err := host.RunAgent(ctx, exe, shim, agentEnv, argv, e.stdin, e.stdout, e.stderr)
 	if shim.APIProxyHandoff != nil {
 		shim.APIProxyHandoff.Close()
