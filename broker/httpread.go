@@ -17,7 +17,7 @@ const (
 )
 
 // errHeader marks a request whose head cannot be accepted: it is answered
-// like a client error, uncounted.
+// like a client error, counted and audited like every response.
 var errHeader = errors.New("bad request head")
 
 // readHead reads the request line and headers, at most MaxHeaderBytes in

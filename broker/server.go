@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Server limits, matching the reference server.
@@ -113,6 +115,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			if over {
+				s.b.countResponse()
 				s.audit.Failure(IDServer, ReasonConnectionLimit, fmt.Sprintf("more than %d connections", MaxConns))
 				writeResponse(c, errorBody)
 				c.Close()
@@ -127,7 +130,7 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown freezes admissions (later requests get the canonical error,
-// uncounted), stops accepting, and waits for in-flight requests until ctx
+// uncounted: the run is over), stops accepting, and waits for in-flight requests until ctx
 // ends, after which their sandboxes are abandoned to the runtime's cleanup.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.b.Freeze()
@@ -166,12 +169,17 @@ func (s *Server) serveConn(c net.Conn) {
 		plan, err = planBody(req)
 	}
 	if err != nil {
+		s.b.countResponse()
 		s.audit.Failure(IDTransport, ReasonHeaderRejected, err.Error())
 		time.Sleep(ClientErrorDelay)
 		writeResponse(c, errorBody)
 		return
 	}
 	if req.Method != "POST" || req.Target != Route {
+		if !(req.Method == "GET" && req.Target == ProbeRoute && peerIsRoot(c)) {
+			s.b.countResponse()
+			s.audit.Failure(IDTransport, ReasonWrongRoute, fmt.Sprintf("%.16s %.64q", req.Method, req.Target))
+		}
 		writeResponse(c, errorBody)
 		return
 	}
@@ -192,6 +200,41 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	writeResponse(c, s.b.Handle(s.hard, req))
+}
+
+// ProbeRoute is the route of awf's own readiness probe (host.ProbeSocket):
+// sent by root before the agent starts, answered canonically, and neither
+// counted nor audited. From anyone else it is a wrong route like any other.
+const ProbeRoute = "/ready"
+
+// peerIsRoot reports whether the peer of the Unix connection c is uid 0.
+func peerIsRoot(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	root := false
+	_ = raw.Control(func(fd uintptr) {
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		root = err == nil && cred.Uid == 0
+	})
+	return root
+}
+
+// countResponse counts one response that the server answers before Handle
+// (a malformed head, a wrong route, a connection over MaxConns) against
+// maxInvocations: the seed counts every response. Once exhausted nothing
+// is counted further.
+func (b *Broker) countResponse() {
+	b.mu.Lock()
+	if b.used < b.o.MaxInvocations {
+		b.used++
+	}
+	b.mu.Unlock()
 }
 
 // writeResponse writes one 200 response with a canonical body and closes

@@ -102,18 +102,18 @@ func TestServerCapsAndRoutes(t *testing.T) {
 		{"curl shape", curlRequest("o/r", boolS, "true"), ok, true},
 		{"chunked", "POST /query HTTP/1.1\r\nHost: x\r\nX-AWF-Query-Version: 2\r\nX-AWF-Repo: o/r\r\nX-AWF-Schema-B64: " + base64.RawURLEncoding.EncodeToString([]byte(boolS)) + "\r\nTransfer-Encoding: chunked\r\n\r\n2\r\ntr\r\n2;x=y\r\nue\r\n0\r\n\r\n", ok, true},
 		{"expect continue", strings.Replace(curlRequest("o/r", boolS, "true"), "Accept: */*\r\n", "Accept: */*\r\nExpect: 100-continue\r\n", 1), "HTTP/1.1 100 Continue\r\n\r\n" + ok, true},
-		{"GET", "GET /query HTTP/1.1\r\nHost: x\r\n\r\n", bad, false},
-		{"other path", strings.Replace(curlRequest("o/r", boolS, "true"), "/query", "/health", 1), bad, false},
-		{"query string", strings.Replace(curlRequest("o/r", boolS, "true"), "/query", "/query?x=1", 1), bad, false},
+		{"GET", "GET /query HTTP/1.1\r\nHost: x\r\n\r\n", bad, true},
+		{"other path", strings.Replace(curlRequest("o/r", boolS, "true"), "/query", "/health", 1), bad, true},
+		{"query string", strings.Replace(curlRequest("o/r", boolS, "true"), "/query", "/query?x=1", 1), bad, true},
 		{"oversized body", curlRequest("o/r", boolS, big), bad, true},
 		{"oversized chunked", "POST /query HTTP/1.1\r\nX-AWF-Query-Version: 2\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n" + big[:65537] + "\r\n0\r\n\r\n", bad, true},
-		{"oversized head", "POST /query HTTP/1.1\r\nX-Pad: " + strings.Repeat("a", 9000) + "\r\n\r\n", bad, false},
-		{"bare LF", strings.ReplaceAll(curlRequest("o/r", boolS, "true"), "\r\n", "\n"), bad, false},
-		{"both lengths", strings.Replace(curlRequest("o/r", boolS, "true"), "\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n", 1), bad, false},
-		{"two lengths", strings.Replace(curlRequest("o/r", boolS, "true"), "\r\n\r\n", "\r\nContent-Length: 4\r\n\r\n", 1), bad, false},
-		{"gzip coding", "POST /query HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", bad, false},
-		{"folded header", strings.Replace(curlRequest("o/r", boolS, "true"), "Accept: */*\r\n", "Accept: */*\r\n x\r\n", 1), bad, false},
-		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", bad, false},
+		{"oversized head", "POST /query HTTP/1.1\r\nX-Pad: " + strings.Repeat("a", 9000) + "\r\n\r\n", bad, true},
+		{"bare LF", strings.ReplaceAll(curlRequest("o/r", boolS, "true"), "\r\n", "\n"), bad, true},
+		{"both lengths", strings.Replace(curlRequest("o/r", boolS, "true"), "\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n", 1), bad, true},
+		{"two lengths", strings.Replace(curlRequest("o/r", boolS, "true"), "\r\n\r\n", "\r\nContent-Length: 4\r\n\r\n", 1), bad, true},
+		{"gzip coding", "POST /query HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", bad, true},
+		{"folded header", strings.Replace(curlRequest("o/r", boolS, "true"), "Accept: */*\r\n", "Accept: */*\r\n x\r\n", 1), bad, true},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", bad, true},
 		{"duplicate awf header", strings.Replace(curlRequest("o/r", boolS, "true"), "X-AWF-Repo: o/r\r\n", "X-AWF-Repo: o/r\r\nx-awf-repo: o/r\r\n", 1), bad, true},
 		{"unknown awf header", strings.Replace(curlRequest("o/r", boolS, "true"), "Accept: */*\r\n", "X-AWF-Budget: 9\r\n", 1), bad, true},
 		{"short body", strings.Replace(curlRequest("o/r", boolS, "true"), "Content-Length: 4", "Content-Length: 5", 1), bad, true},
@@ -142,7 +142,8 @@ func TestServerHeadTimeoutCanonical(t *testing.T) {
 	resp, err := io.ReadAll(c)
 	require.NoError(t, err)
 	assert.Equal(t, okResponse(errBody), string(resp))
-	assert.Equal(t, 0, ts.b.Used())
+	assert.Equal(t, 1, ts.b.Used(), "a head timeout is answered, so counted")
+	assert.Contains(t, ts.audit(t), `"reason":"header-rejected"`)
 }
 
 func TestServerEightConcurrentClients(t *testing.T) {
@@ -178,10 +179,10 @@ func TestServerConnectionLimit(t *testing.T) {
 		return ts.srv.conns == MaxConns
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, okResponse(errBody), ts.raw(t, curlRequest("o/r", boolS, "true")))
+	assert.Equal(t, 1, ts.b.Used(), "the rejection is counted")
 	for _, c := range held {
 		c.Close()
 	}
-	assert.Equal(t, 0, ts.b.Used())
 	assert.Contains(t, ts.audit(t), `"reason":"connection-limit"`)
 }
 
@@ -209,4 +210,17 @@ func TestSocketMode(t *testing.T) {
 	fi, err := os.Stat(ts.sock)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// TestServerWrongRouteCountedAndAudited: a wrong route is answered,
+// counted and audited; awf's own readiness probe (root, GET /ready) is
+// answered but neither counted nor audited.
+func TestServerWrongRouteCountedAndAudited(t *testing.T) {
+	ts := startServer(t, 32)
+	assert.Equal(t, okResponse(errBody), ts.raw(t, "GET /ready HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	assert.Equal(t, 0, ts.b.Used(), "the probe is not counted")
+	assert.NotContains(t, ts.audit(t), `"reason":"wrong-route"`)
+	assert.Equal(t, okResponse(errBody), ts.raw(t, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	assert.Equal(t, 1, ts.b.Used())
+	assert.Contains(t, ts.audit(t), `"reason":"wrong-route"`)
 }
