@@ -1,0 +1,190 @@
+package faults
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Phases of a run at which a process is killed.
+const (
+	phaseStaging  = "staging"
+	phaseReady    = "broker-ready"
+	phaseMidQuery = "mid-query"
+	phaseTeardown = "teardown"
+)
+
+// scriptFor is the agent script for a phase: it prints "started", then
+// sleeps (broker ready), runs a query that takes 20 s (mid-query), or ends
+// at once (teardown).
+func scriptFor(phase string) string {
+	switch phase {
+	case phaseMidQuery:
+		return "echo started\n" + queryLine(20) + "echo after\n"
+	case phaseTeardown:
+		return "echo started\necho bye\n"
+	}
+	return "echo started\nexec sleep 120\n"
+}
+
+// reach waits until run r of runID is at phase.
+func reach(t *testing.T, r *run, runID, phase string) {
+	t.Helper()
+	switch phase {
+	case phaseStaging:
+		r.waitStderr(t, "awf: staging")
+	case phaseReady:
+		r.waitStdout(t, "started")
+	case phaseMidQuery:
+		r.waitStdout(t, "started")
+		waitSandbox(t, runID)
+	case phaseTeardown:
+		r.waitStdout(t, "bye")
+	}
+}
+
+// TestKillAwfRun: kill -9 of awf run at each phase leaves nothing of the
+// run after 2 s (the watchdog reclaims it), the agent saw canonical bytes
+// only, and the audit was archived with what the broker recorded.
+func TestKillAwfRun(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		for _, phase := range []string{phaseStaging, phaseReady, phaseMidQuery, phaseTeardown} {
+			t.Run(rt+"/"+phase, func(t *testing.T) {
+				r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phase)))
+				id := r.runID(t)
+				reach(t, r, id, phase)
+				killed := time.Now()
+				require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
+				assertNothingLeft(t, id, killed)
+				r.wait(t, 10*time.Second)
+				assertCanonical(t, r.stdout.String(), "started", "bye")
+				assert.NotContains(t, r.stdout.String(), "Q ", "the killed run answered a query")
+				if phase == phaseTeardown {
+					// Killed during (or just after) its own teardown: the
+					// audit may already be archived, or not.
+					return
+				}
+				assert.Contains(t, r.stderr.String(), "reclaimed", "the watchdog did not report its reclaim")
+				recs := audit(t, id)
+				ev := events(recs)
+				assert.NotContains(t, ev, "shutdown-cleanup-failed")
+				if phase == phaseStaging {
+					assert.NotContains(t, ev, "listening")
+				} else {
+					assert.Contains(t, ev, "listening")
+				}
+			})
+		}
+	}
+}
+
+// TestKillBroker: kill -9 of the broker mid-query kills the query's
+// sandbox within 2 s (awf run, the survivor, kills the run's sandbox
+// cgroups); the agent sees the canonical error, goes on, and its end tears
+// everything down.
+func TestKillBroker(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phaseMidQuery)))
+			id := r.runID(t)
+			reach(t, r, id, phaseMidQuery)
+			pid := findProc(t, id, regexp.MustCompile(`awf broker --serve `))
+			killed := time.Now()
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			assertNoSandbox(t, id, killed)
+			r.wait(t, time.Minute)
+			assertNothingLeft(t, id, time.Now())
+			out := r.stdout.String()
+			assertCanonical(t, out, "started", "after")
+			assert.Contains(t, out, "Q "+errorEnv+"\n")
+			assert.Contains(t, out, "after\n")
+			assert.Contains(t, events(audit(t, id)), "listening")
+		})
+	}
+}
+
+// TestKillAgentShim: kill -9 of the agent shim (pid 1 of the agent's pid
+// namespace) ends every agent process; awf run tears down at once.
+func TestKillAgentShim(t *testing.T) {
+	r := startRun(t, writeConfig(t, "direct", 0), agentScript(t, scriptFor(phaseReady)))
+	id := r.runID(t)
+	reach(t, r, id, phaseReady)
+	pid := findProc(t, id, regexp.MustCompile(`run --agent-shim `))
+	killed := time.Now()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	assertNothingLeft(t, id, killed)
+	assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
+	assertCanonical(t, r.stdout.String(), "started")
+	ev := events(audit(t, id))
+	assert.Contains(t, ev, "shutdown")
+	assert.NotContains(t, ev, "shutdown-cleanup-failed")
+}
+
+// TestKillRunsc: kill -9 of the gVisor sandbox mid-query: the agent gets
+// the canonical error, the run goes on and tears down completely.
+func TestKillRunsc(t *testing.T) {
+	rts := runtimes(t)
+	if len(rts) < 2 {
+		t.Skip("BLOCKED: runsc is not installed on this host")
+	}
+	r := startRun(t, writeConfig(t, "gvisor", 0), agentScript(t, scriptFor(phaseMidQuery)))
+	id := r.runID(t)
+	reach(t, r, id, phaseMidQuery)
+	// Every runsc process of the run: the runsc command, its sandbox and
+	// its gofer.
+	findProc(t, id, regexp.MustCompile(`^runsc-sandbox `))
+	for _, p := range procs() {
+		if cl := cmdline(p); strings.Contains(cl, id) && regexp.MustCompile(`^(\S*/)?runsc`).MatchString(cl) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	assert.Equal(t, 0, r.wait(t, 2*time.Minute), r.stderr.String())
+	assertNothingLeft(t, id, time.Now())
+	out := r.stdout.String()
+	assertCanonical(t, out, "started", "after")
+	assert.Equal(t, 1, strings.Count(out, "Q "), "the agent gets one answer")
+	assert.NotContains(t, events(audit(t, id)), "shutdown-cleanup-failed")
+}
+
+// TestCancelMidQuery: SIGTERM to awf run mid-query (a CI job cancelled):
+// the running query is killed, awf exits within 5 s with one message line,
+// the audit records "cancelled" and no failure, and nothing is left.
+func TestCancelMidQuery(t *testing.T) {
+	r := startRun(t, writeConfig(t, "direct", 0), agentScript(t, scriptFor(phaseMidQuery)))
+	id := r.runID(t)
+	reach(t, r, id, phaseMidQuery)
+	sent := time.Now()
+	require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM))
+	code := r.wait(t, 5*time.Second)
+	t.Logf("awf run exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	assertNothingLeft(t, id, time.Now())
+	assert.Equal(t, 1, strings.Count(r.stderr.String(), "awf: interrupted"), r.stderr.String())
+	assert.NotEqual(t, 0, code)
+	assertCanonical(t, r.stdout.String(), "started", "after")
+	ev := events(audit(t, id))
+	assert.Contains(t, ev, "cancelled")
+	assert.NotContains(t, ev, "shutdown-cleanup-failed")
+}
+
+// assertNoSandbox fails unless, within leftoverBound of since, no process
+// of the run's sandbox cgroups (awf-<run>-…) is left.
+func assertNoSandbox(t *testing.T, runID string, since time.Time) {
+	t.Helper()
+	var left []string
+	for {
+		left = sandboxProcs(runID)
+		if len(left) == 0 {
+			return
+		}
+		if time.Since(since) > leftoverBound {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("sandbox processes of run %s left %v after the broker died:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
+}

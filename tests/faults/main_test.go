@@ -1,0 +1,500 @@
+// Package faults injects faults into real awf runs as root: kill -9 of awf
+// run, of its broker, of the agent shim and of runsc at each phase of a run,
+// and many concurrent clients against one broker. Each case asserts that
+// within 2 s nothing of the run is left (no process naming the run or in
+// one of its cgroups, no mount, no cgroup, no socket, no run directory),
+// that the agent saw canonical bytes only, and what the audit recorded.
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/rootfs"
+)
+
+var (
+	binDir     string
+	awfBin     string
+	rootfsDir  string
+	rootfsHash string
+	agentUser  string
+	repoDir    string
+)
+
+const (
+	privateBase  = "/var/lib/awf/private"
+	ingressBase  = "/run/awf-ingress"
+	auditArchive = "/var/log/awf"
+	// Within this long after a kill, nothing of the run may be left.
+	leftoverBound = 2 * time.Second
+	okTrue        = `{"status":"ok","result":true}`
+	errorEnv      = `{"status":"error"}`
+)
+
+func TestMain(m *testing.M) { os.Exit(setup(m)) }
+
+func setup(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "faults: FAIL: these tests must run as root (they build sandboxes, namespaces and a user)")
+		return 1
+	}
+	work, err := os.MkdirTemp("", "awf-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	binDir = filepath.Join(work, "bin")
+	awfBin = filepath.Join(binDir, "awf")
+	for _, c := range []string{"awf", "bounded-query"} {
+		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "faults: build %s: %v\n%s", c, err, out)
+			return 1
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rootfsDir = filepath.Join(work, "rootfs")
+	if rootfsHash, err = rootfs.Build(ctx, rootfs.Options{Out: rootfsDir}); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: rootfs:", err)
+		return 1
+	}
+	agentUser = fmt.Sprintf("awf-flt-%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", agentUser).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "faults: useradd: %v\n%s", err, out)
+		return 1
+	}
+	defer exec.Command("userdel", agentUser).Run()
+	repoDir = filepath.Join(work, "repo")
+	if err := makeRepo(repoDir); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: repo:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func makeRepo(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SECURITY.md"), []byte("report to security@example.com\n"), 0o644); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "."},
+		{"-c", "user.email=f@example.com", "-c", "user.name=f", "commit", "-q", "-m", "initial"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
+}
+
+// writeConfig writes an awf config for runtime rt.
+func writeConfig(t *testing.T, rt string, maxInvocations int) string {
+	t.Helper()
+	b := map[string]any{
+		"enabled":      true,
+		"runtime":      rt,
+		"timeout":      30,
+		"privateRepos": []map[string]any{{"repo": "demo/app", "sensitivity": "internal", "source": repoDir}},
+		"rootfs":       map[string]any{"path": rootfsDir, "digest": rootfsHash},
+	}
+	if maxInvocations > 0 {
+		b["maxInvocations"] = maxInvocations
+	}
+	raw, err := json.Marshal(map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}})
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "awf.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return p
+}
+
+// agentScript writes a shell script the agent user can run.
+func agentScript(t *testing.T, body string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "awf-faults-agent-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	p := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
+	return p
+}
+
+// queryLine is a shell line that runs one query whose script sleeps for
+// sleep seconds and then answers true; the agent prints "Q <response>".
+func queryLine(sleep int) string {
+	return fmt.Sprintf(`r=$(printf 'import time\ntime.sleep(%d)\nopen("/query/out","w").write("true")\n' | bounded-query --repo demo/app --schema '{"type":"boolean"}'); echo "Q $r"`+"\n", sleep)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a poller.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run is one awf run started by a test.
+type run struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	done           chan struct{}
+	err            error
+}
+
+// startRun starts awf run in its own process group (as a job runner does).
+// Cleanup kills whatever is left of it.
+func startRun(t *testing.T, cfg, script string) *run {
+	t.Helper()
+	cmd := exec.Command(awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	go func() { r.err = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-r.done
+	})
+	return r
+}
+
+// wait waits for awf run to exit and returns its status.
+func (r *run) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(d):
+		t.Fatalf("awf run did not exit within %v\nstderr:\n%s", d, r.stderr.String())
+	}
+	return r.cmd.ProcessState.ExitCode()
+}
+
+// runID returns the run id, read from the watchdog that awf run starts.
+func (r *run) runID(t *testing.T) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		for _, p := range procs() {
+			cl := cmdline(p)
+			if i := strings.Index(cl, "run --watchdog "); i >= 0 && ppid(p) == r.cmd.Process.Pid {
+				f := strings.Fields(cl[i:])
+				id = f[len(f)-1]
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "no watchdog for awf run\n%s", r.stderr.String())
+	return id
+}
+
+func (r *run) waitStdout(t *testing.T, s string) {
+	t.Helper()
+	r.waitFor(t, func() bool { return strings.Contains(r.stdout.String(), s) }, 10*time.Millisecond, "the agent to print "+s)
+}
+
+func (r *run) waitStderr(t *testing.T, s string) {
+	t.Helper()
+	r.waitFor(t, func() bool { return strings.Contains(r.stderr.String(), s) }, 2*time.Millisecond, "awf to print "+s)
+}
+
+// waitFor polls cond until it holds, failing at once when awf run exits
+// first.
+func (r *run) waitFor(t *testing.T, cond func() bool, every time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		select {
+		case <-r.done:
+			if cond() {
+				return
+			}
+			t.Fatalf("awf run exited before %s\nstdout:\n%s\nstderr:\n%s", what, r.stdout.String(), r.stderr.String())
+		case <-time.After(every):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s\nstdout:\n%s\nstderr:\n%s", what, r.stdout.String(), r.stderr.String())
+		}
+	}
+}
+
+func procs() []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+}
+
+func ppid(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return -1
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// findProc returns the first process whose command line matches re and
+// carries the run id.
+func findProc(t *testing.T, runID string, re *regexp.Regexp) int {
+	t.Helper()
+	pid := 0
+	require.Eventually(t, func() bool {
+		for _, p := range procs() {
+			cl := cmdline(p)
+			if strings.Contains(cl, runID) && re.MatchString(cl) {
+				pid = p
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 5*time.Millisecond, "no process matching %s for run %s", re, runID)
+	return pid
+}
+
+// waitSandbox waits until a sandbox process of the run exists (a query is
+// running).
+func waitSandbox(t *testing.T, runID string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(sandboxProcs(runID)) > 0 },
+		time.Minute, 5*time.Millisecond, "no sandbox process for run %s", runID)
+}
+
+// sandboxProcs lists the processes of the run's sandboxes: those in a
+// cgroup of the run other than the agent's, and runsc's.
+func sandboxProcs(runID string) []string {
+	var out []string
+	for _, p := range procs() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		cl := cmdline(p)
+		in := false
+		for _, l := range strings.Split(string(b), "\n") {
+			in = in || (strings.Contains(l, runID) && !strings.Contains(l, "-agent/"))
+		}
+		if in || (strings.HasPrefix(cl, "runsc") && strings.Contains(cl, runID)) {
+			out = append(out, fmt.Sprintf("%d %.100s", p, cl))
+		}
+	}
+	return out
+}
+
+// leftovers lists everything of run runID that still exists.
+func leftovers(runID string) []string {
+	var out []string
+	self := os.Getpid()
+	id := []byte(runID)
+	for _, p := range procs() {
+		if p == self {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ", "cgroup"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p, f))
+			if err == nil && bytes.Contains(b, id) {
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+				uid := ""
+				for _, l := range strings.Split(string(st), "\n") {
+					if strings.HasPrefix(l, "Uid:") {
+						uid = strings.Fields(l)[1]
+					}
+				}
+				out = append(out, fmt.Sprintf("process %d (uid %s, %s): %.120s", p, uid, f, cmdline(p)))
+				break
+			}
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && strings.Contains(f[4], runID) {
+			out = append(out, "mount "+f[4])
+		}
+	}
+	for _, m := range cgroupMounts() {
+		_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if strings.Count(strings.TrimPrefix(p, m), "/") > 5 {
+				return filepath.SkipDir
+			}
+			if strings.Contains(d.Name(), runID) {
+				out = append(out, "cgroup "+p)
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	un, _ := os.ReadFile("/proc/net/unix")
+	for _, l := range strings.Split(string(un), "\n") {
+		if strings.Contains(l, runID) {
+			out = append(out, "socket "+l)
+		}
+	}
+	for _, d := range []string{filepath.Join(privateBase, runID), filepath.Join(ingressBase, runID)} {
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, "directory "+d)
+		}
+	}
+	return out
+}
+
+func cgroupMounts() []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if ok && len(pf) > 4 && len(qf) > 0 && (qf[0] == "cgroup" || qf[0] == "cgroup2") {
+			out = append(out, pf[4])
+		}
+	}
+	return out
+}
+
+// assertNothingLeft fails unless nothing of the run is left within
+// leftoverBound of since (the fault).
+func assertNothingLeft(t *testing.T, runID string, since time.Time) {
+	t.Helper()
+	deadline := since.Add(leftoverBound)
+	var left []string
+	for {
+		left = leftovers(runID)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%d things of run %s left %v after the fault:\n  %s", len(left), runID, leftoverBound, strings.Join(left, "\n  "))
+}
+
+// assertCanonical fails unless every response the agent printed ("Q …"
+// lines) is one of the canonical envelopes, and every other line is one the
+// script printed itself.
+func assertCanonical(t *testing.T, stdout string, own ...string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		if r, ok := strings.CutPrefix(l, "Q "); ok {
+			if r != okTrue && r != errorEnv {
+				t.Errorf("the agent saw a non-canonical response %q", r)
+			}
+			continue
+		}
+		found := false
+		for _, o := range own {
+			found = found || l == o
+		}
+		if !found {
+			t.Errorf("the agent printed an unexpected line %q", l)
+		}
+	}
+}
+
+// audit reads the archived audit log of the run (the watchdog or the
+// teardown keeps it) and removes the archive at the end of the test.
+func audit(t *testing.T, runID string) []map[string]any {
+	t.Helper()
+	dir := filepath.Join(auditArchive, runID)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	raw, err := os.ReadFile(filepath.Join(dir, "bounded-query.jsonl"))
+	require.NoError(t, err, "no archived audit log for run %s", runID)
+	var recs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if l == "" {
+			continue // killed before the first record
+		}
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// events returns the lifecycle events of recs, in order.
+func events(recs []map[string]any) []string {
+	var out []string
+	for _, r := range recs {
+		if r["kind"] == "lifecycle" {
+			out = append(out, r["event"].(string))
+		}
+	}
+	return out
+}
+
+// runtimes are the runtimes the kill cases run on: direct always, gvisor
+// where runsc is installed.
+func runtimes(t *testing.T) []string {
+	rts := []string{"direct"}
+	if _, err := exec.LookPath("runsc"); err == nil {
+		rts = append(rts, "gvisor")
+	} else {
+		t.Log("BLOCKED: runsc is not installed on this host; the gvisor kill cases cannot run")
+	}
+	return rts
+}
