@@ -17,7 +17,12 @@ import (
 // TestMain lets a test run this binary as awf itself (AWF_TEST_AS_AWF=1),
 // for commands such as awf run that change their own process.
 func TestMain(m *testing.M) {
-	if os.Getenv("AWF_TEST_AS_AWF") == "1" {
+	// awf re-executes itself for its hidden modes (the watchdog, the broker,
+	// the agent shim) with an environment of its own, which drops
+	// AWF_TEST_AS_AWF. Such a child is awf too: a test binary run with
+	// anything but go test's own -test.* flags must never run the tests,
+	// or each child would start the whole suite again.
+	if os.Getenv("AWF_TEST_AS_AWF") == "1" || (len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.")) {
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
