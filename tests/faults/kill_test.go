@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -187,4 +189,35 @@ func assertNoSandbox(t *testing.T, runID string, since time.Time) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("sandbox processes of run %s left %v after the broker died:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
+}
+
+// TestStartupSweepWithoutWatchdog: kill -9 of awf run and of its watchdog
+// mid-query (the host lost power, say): the next awf run's start-up sweep
+// reclaims everything the first left — its processes (a frozen agent
+// included), its sandbox's mounts and cgroups in every hierarchy, its
+// private root and ingress directory — whatever the runtime of either.
+func TestStartupSweepWithoutWatchdog(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phaseMidQuery)))
+			id := r.runID(t)
+			reach(t, r, id, phaseMidQuery)
+			wd := findProc(t, id, regexp.MustCompile(`run --watchdog `))
+			require.NoError(t, syscall.Kill(wd, syscall.SIGKILL))
+			require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
+			// Not r.wait: the frozen agent still holds awf's output pipes
+			// until the sweep below kills it.
+			require.Eventually(t, func() bool {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+				i := strings.LastIndexByte(string(b), ')')
+				return i < 0 || strings.HasPrefix(string(b[i+1:]), " Z")
+			}, 10*time.Second, 10*time.Millisecond)
+			t.Cleanup(func() { audit(t, id) })
+			next := startRun(t, writeConfig(t, "direct", 0), agentScript(t, "echo started\n"))
+			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
+			assert.Contains(t, next.stderr.String(), "reclaimed 1 run")
+			assertNothingLeft(t, id, time.Now())
+			assertNothingLeft(t, next.runIDAfter(t), time.Now())
+		})
+	}
 }

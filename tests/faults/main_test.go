@@ -229,6 +229,16 @@ func (r *run) runID(t *testing.T) string {
 	return id
 }
 
+// runIDAfter returns the run id of a run that has ended, from the audit
+// archive line awf printed.
+func (r *run) runIDAfter(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`audit log kept in ` + auditArchive + `/([0-9a-f]{32})`).FindStringSubmatch(r.stderr.String())
+	require.NotNil(t, m, "no audit archive line:\n%s", r.stderr.String())
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(auditArchive, m[1])) })
+	return m[1]
+}
+
 func (r *run) waitStdout(t *testing.T, s string) {
 	t.Helper()
 	r.waitFor(t, func() bool { return strings.Contains(r.stdout.String(), s) }, 10*time.Millisecond, "the agent to print "+s)
