@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker/config"
+
+	"github.com/awf-project/awf/isolate/ownthread"
 )
 
 // ReadyTimeout bounds the proxy process's start-up.
@@ -199,7 +201,9 @@ func Start(ctx context.Context, exe, specPath string, keys map[Protocol]string, 
 		cmd.ExtraFiles = append(cmd.ExtraFiles, handoff)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	// From a thread of its own: the parent-death signal follows the forking
+	// thread, which must outlive the proxy (see isolate/ownthread).
+	done, err := ownthread.Start(cmd)
 	sr.Close()
 	rw.Close()
 	if err != nil {
@@ -207,7 +211,7 @@ func Start(ctx context.Context, exe, specPath string, keys map[Protocol]string, 
 		return nil, fmt.Errorf("api proxy: start: %w", err)
 	}
 	p := &Process{cmd: cmd, exited: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	go func() { p.err = <-done; close(p.exited) }()
 	werr := json.NewEncoder(sw).Encode(Secrets{Keys: keys})
 	sw.Close()
 	if werr != nil {

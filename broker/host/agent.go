@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/awf-project/awf/isolate/ownthread"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -107,12 +108,12 @@ func RunAgent(ctx context.Context, exe string, a ShimArgs, env, argv []string, s
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC,
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	// From a thread of its own: the parent-death signal follows the forking
+	// thread, which must outlive the agent (see isolate/ownthread).
+	done, err := ownthread.Start(cmd)
+	if err != nil {
 		return 1, fmt.Errorf("agent: start: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():

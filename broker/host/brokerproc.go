@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/awf-project/awf/isolate/ownthread"
 )
 
 // ReadyTimeout bounds the broker's start-up.
@@ -44,13 +46,16 @@ func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*Brok
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	// From a thread of its own: the parent-death signal follows the forking
+	// thread, which must outlive the broker (see isolate/ownthread).
+	done, err := ownthread.Start(cmd)
+	if err != nil {
 		pw.Close()
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
 	pw.Close()
 	b := &BrokerProc{cmd: cmd, exited: make(chan struct{})}
-	go func() { b.err = cmd.Wait(); close(b.exited) }()
+	go func() { b.err = <-done; close(b.exited) }()
 
 	line := make(chan string, 1)
 	go func() {

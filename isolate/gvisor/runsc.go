@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/awf-project/awf/isolate/ownthread"
 )
 
 // runscEnv is the whole environment runsc runs with.
@@ -52,7 +54,9 @@ func runscCommand(ctx context.Context, runsc string, timeout time.Duration, args
 	var out bytes.Buffer
 	cmd.Stdout = &capped{w: &out, n: 64 << 10}
 	cmd.Stderr = cmd.Stdout
-	err := cmd.Run()
+	// From a thread of its own, so that its parent-death signal cannot fire
+	// while it runs (see isolate/ownthread).
+	err := ownthread.Run(cmd)
 	if err != nil {
 		return out.String(), fmt.Errorf("runsc %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}

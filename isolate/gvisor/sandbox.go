@@ -14,6 +14,8 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/workspace"
+
+	"github.com/awf-project/awf/isolate/ownthread"
 )
 
 // killGrace bounds how long Exec waits for runsc after killing it.
@@ -34,6 +36,7 @@ type sandbox struct {
 	mu         sync.Mutex
 	used       bool
 	cmd        *exec.Cmd
+	done       <-chan error // cmd's Wait result, from ownthread.Start
 	container  string
 	exited     bool
 	destroyed  bool
@@ -140,19 +143,25 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	if s.r.runsc == "" {
 		return nil, nil, nil, s.r.runscErr
 	}
-	if err := cmd.Start(); err != nil {
+	// From a thread of its own: the parent-death signal follows the forking
+	// thread, which must outlive runsc (see isolate/ownthread).
+	done, err := ownthread.Start(cmd)
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start runsc: %w", err)
 	}
-	s.cmd = cmd
+	s.cmd, s.done = cmd, done
 	return cmd, stdout, stderr, nil
 }
 
 // wait waits for runsc to exit or for the wall-clock deadline, which kills
 // the container, and classifies the result.
 func (s *sandbox) wait(ctx context.Context, cmd *exec.Cmd) isolate.Outcome {
+	s.mu.Lock()
+	reaped := s.done
+	s.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		err := cmd.Wait()
+		err := <-reaped
 		s.mu.Lock()
 		s.exited = true
 		s.mu.Unlock()
