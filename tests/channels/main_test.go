@@ -29,6 +29,11 @@ var long = flag.Bool("channels.long", false, "run four times as many trials per 
 // only limits the run to the named channels (comma-separated), for debugging.
 var only = flag.String("channels.only", "", "run only these channels (pagecache,misc,counters,live)")
 
+// prebuilt names a directory holding awf and bounded-query already built with
+// -tags seccomp, for hosts where building at run time is too slow (the
+// emulated cgroup v2 VM of tests/cgroup2). Empty: TestMain builds them.
+var prebuilt = flag.String("channels.bin", "", "use awf and bounded-query from this directory instead of building them")
+
 // Shared fixtures, set up once in TestMain.
 var (
 	workDir    string // 0755, holds the binaries, rootfs and repositories
@@ -67,6 +72,13 @@ func setup(m *testing.M) int {
 	binDir = filepath.Join(workDir, "bin")
 	awfBin = filepath.Join(binDir, "awf")
 	for _, c := range []string{"awf", "bounded-query"} {
+		if *prebuilt != "" {
+			if err := copyExecutable(filepath.Join(*prebuilt, c), filepath.Join(binDir, c)); err != nil {
+				fmt.Fprintf(os.Stderr, "channels: prebuilt %s: %v\n", c, err)
+				return 1
+			}
+			continue
+		}
 		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -92,6 +104,22 @@ func setup(m *testing.M) int {
 	}
 	defer exec.Command("userdel", agentUser).Run()
 	return m.Run()
+}
+
+// copyExecutable copies a prebuilt binary into the 0755 work directory, so the
+// agent user and the sandbox can execute it wherever the original lives.
+func copyExecutable(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("mkdir: %w", err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
 }
 
 // killedCalls reads `awf policy table @default` and returns every x86_64
