@@ -255,7 +255,15 @@ func jobView(pid int) map[string]any {
 	}
 	b, _ = os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
 	var ifaces []string
-	for _, l := range strings.Split(string(b), "\n")[2:] {
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 2 {
+		// The job is gone already: nothing to list (the caller's
+		// assertions then fail on the missing facts, not on a panic).
+		lines = nil
+	} else {
+		lines = lines[2:]
+	}
+	for _, l := range lines {
 		if name, _, ok := strings.Cut(l, ":"); ok {
 			ifaces = append(ifaces, strings.TrimSpace(name))
 		}
