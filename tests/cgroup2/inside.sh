@@ -22,7 +22,10 @@ echo "test-cgroup2: kernel $(uname -r), /sys/fs/cgroup is $mode, controllers: $(
 [ "$mode" = cgroup2fs ] || { echo "test-cgroup2: FAIL: not a pure cgroup v2 host"; exit 1; }
 
 step "cgroup v2 behaviour" bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 20m
-step "direct runtime root tests" bin/cgroup2/direct.test -test.count=1 -test.timeout 30m -test.run "${DIRECT_TESTS:-.}"
+# The 200-cycle start/destroy stress test proves a thread race of the host
+# side, not cgroup v2 behaviour, and its 4-minute bound does not fit an
+# emulated VM; make test runs it on the host.
+step "direct runtime root tests" bin/cgroup2/direct.test -test.count=1 -test.timeout 30m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^TestStressPrepareDestroy$}"
 step "awf isolate verify --runtime direct" bin/awf isolate verify --runtime direct --require direct
 step "awf isolate verify --agent" bin/awf isolate verify --agent
 step "awf run end to end" tests/cgroup2/e2e.sh
