@@ -34,6 +34,8 @@ func Runtimes() []string { return []string{"direct", "gvisor", "docker", "sbx"} 
 type Config struct {
 	BoundedQueries BoundedQueries
 	Agent          Agent
+	// BoundedAgents is the boundedAgents block (agents.go).
+	BoundedAgents BoundedAgents
 	// APIProxy is the apiProxy block; nil when the document has none.
 	APIProxy *APIProxy
 	// Warnings are operator-readable notes, such as legacy bare-string repos.

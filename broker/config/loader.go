@@ -76,7 +76,7 @@ func (l *loader) config(tree any) *Config {
 		MaxInvocations: DefaultMaxInvocations,
 		PrivateRepos:   []Repo{},
 	}, Agent: Agent{Network: AgentNetworkHost}}
-	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy")
+	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy", "boundedAgents")
 	if !ok {
 		return c
 	}
@@ -91,6 +91,10 @@ func (l *loader) config(tree any) *Config {
 	}
 	if v, ok := top["apiProxy"]; ok {
 		c.APIProxy = l.apiProxy(v)
+	}
+	c.BoundedAgents = DefaultBoundedAgents()
+	if v, ok := top["boundedAgents"]; ok {
+		l.boundedAgents(v, &c.BoundedAgents)
 	}
 	mem, err := ParseMemory(c.BoundedQueries.MemoryLimit)
 	if err == nil {

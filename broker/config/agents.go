@@ -1,0 +1,273 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The defaults and bounds of the boundedAgents block. Every default is the
+// seed's conservative one; the runtime default is direct, as for queries.
+const (
+	DefaultAgentRuntime          = "direct"
+	DefaultAgentProfile          = TargetOpenAI
+	DefaultAgentTimeout          = 120
+	DefaultAgentMemoryLimit      = "512m"
+	DefaultAgentCPULimit         = "1"
+	DefaultAgentPidsLimit        = 128
+	DefaultAgentTmpfsLimit       = "64m"
+	DefaultAgentMaxOutputBytes   = 8192
+	DefaultAgentMaxTaskBytes     = 4096
+	DefaultAgentMaxInvocations   = 8
+	DefaultAgentMaxModelRequests = 8
+	DefaultAgentMaxModelTokens   = 1024
+
+	MinAgentPidsLimit         = 8
+	MaxAgentPidsLimit         = 4096
+	MaxAgentOutputBytes       = 8192
+	MaxAgentTaskBytes         = 65536
+	MaxAgentModelRequests     = 64
+	MaxAgentModelTokens       = 32768
+	MaxAgentMaxInvocations    = MaxMaxInvocations
+	MaxAgentTimeout           = MaxTimeout
+	agentCPUMilliPerCPU       = 1000
+	minAgentCPUMilli          = 10
+	defaultAgentCPUMilli      = 1000
+	defaultAgentMemoryBytes   = 512 << 20
+	defaultAgentTmpfsBytes    = 64 << 20
+	agentBlock                = "boundedAgents"
+	agentProfileOpenAIPath    = "/v1/chat/completions"
+	agentProfileAnthropicPath = "/v1/messages"
+)
+
+// AgentProfiles returns the accepted values of boundedAgents.profile, a
+// fresh slice each call: the provider protocol the enclave speaks to the
+// API proxy.
+func AgentProfiles() []string { return []string{TargetOpenAI, TargetAnthropic} }
+
+// AgentProfilePath is the one provider path the enclave's loop may request
+// for a profile.
+func AgentProfilePath(profile string) string {
+	if profile == TargetAnthropic {
+		return agentProfileAnthropicPath
+	}
+	return agentProfileOpenAIPath
+}
+
+// BoundedAgents is the boundedAgents block with defaults applied: a fixed
+// model loop in an enclave whose only peer is the API proxy, answering a
+// finite, charged value. Its ledger and invocation count are its own.
+type BoundedAgents struct {
+	Enabled      bool
+	PrivateRepos []Repo
+	// Runtime is the enclave backend: direct, gvisor, docker or sbx (sbx
+	// is accepted but capability-blocked at preflight).
+	Runtime string
+	// Profile is the provider protocol: openai or anthropic.
+	Profile string
+	// Model is the one model every invocation uses; a request can never
+	// choose it. Required when enabled.
+	Model          string
+	TimeoutSeconds int
+	MemoryLimit    string
+	MemoryBytes    int64
+	CPULimit       string
+	CPUMilli       int64
+	PidsLimit      int
+	TmpfsLimit     string
+	TmpfsBytes     int64
+	MaxOutputBytes int
+	MaxTaskBytes   int
+	MaxInvocations int
+	// MaxModelRequests and MaxModelTokens bound each invocation's proxy
+	// capability: requests forwarded, and max_tokens per request.
+	MaxModelRequests int
+	MaxModelTokens   int
+}
+
+// DefaultBoundedAgents returns the block as an absent or empty one reads.
+func DefaultBoundedAgents() BoundedAgents {
+	return BoundedAgents{
+		PrivateRepos:     []Repo{},
+		Runtime:          DefaultAgentRuntime,
+		Profile:          DefaultAgentProfile,
+		TimeoutSeconds:   DefaultAgentTimeout,
+		MemoryLimit:      DefaultAgentMemoryLimit,
+		MemoryBytes:      defaultAgentMemoryBytes,
+		CPULimit:         DefaultAgentCPULimit,
+		CPUMilli:         defaultAgentCPUMilli,
+		PidsLimit:        DefaultAgentPidsLimit,
+		TmpfsLimit:       DefaultAgentTmpfsLimit,
+		TmpfsBytes:       defaultAgentTmpfsBytes,
+		MaxOutputBytes:   DefaultAgentMaxOutputBytes,
+		MaxTaskBytes:     DefaultAgentMaxTaskBytes,
+		MaxInvocations:   DefaultAgentMaxInvocations,
+		MaxModelRequests: DefaultAgentMaxModelRequests,
+		MaxModelTokens:   DefaultAgentMaxModelTokens,
+	}
+}
+
+// cpuShape is a CPU count: 0.01 to 99.999 in at most three decimals. The
+// schema states the same pattern.
+var cpuShape = regexp.MustCompile(`^(?:[1-9][0-9]?(?:\.[0-9]{1,3})?|0\.(?:[1-9][0-9]{0,2}|0[1-9][0-9]?))$`)
+
+// ParseCPU converts a cpuLimit string ("1", "0.5") to thousandths of a CPU.
+func ParseCPU(s string) (int64, error) {
+	if !cpuShape.MatchString(s) {
+		return 0, fmt.Errorf("cpuLimit %q: want a CPU count from 0.01 to 99.999, at most three decimals", s)
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	var n int64
+	for _, c := range whole {
+		n = n*10 + int64(c-'0')
+	}
+	n *= agentCPUMilliPerCPU
+	scale := int64(100)
+	for _, c := range frac {
+		n += int64(c-'0') * scale
+		scale /= 10
+	}
+	if n < minAgentCPUMilli {
+		return 0, fmt.Errorf("cpuLimit %q is below 0.01", s)
+	}
+	return n, nil
+}
+
+func (l *loader) boundedAgents(v any, b *BoundedAgents) {
+	const p = agentBlock
+	m, ok := l.object(p, v, "enabled", "privateRepos", "runtime", "profile", "model", "timeout",
+		"memoryLimit", "cpuLimit", "pidsLimit", "tmpfsLimit", "maxOutputBytes", "maxTaskBytes",
+		"maxInvocations", "maxModelRequests", "maxModelTokens")
+	if !ok {
+		return
+	}
+	if v, ok := m["enabled"]; ok {
+		e, isBool := v.(bool)
+		if !isBool {
+			l.fail(p+".enabled", "must be true or false")
+		}
+		b.Enabled = e
+	}
+	if v, ok := m["privateRepos"]; ok {
+		b.PrivateRepos = l.agentRepos(p+".privateRepos", v)
+	}
+	if b.Enabled {
+		if a, present := m["privateRepos"]; !present {
+			l.fail(p+".privateRepos", "is required when enabled is true")
+		} else if arr, ok := a.([]any); ok && len(arr) == 0 {
+			l.fail(p+".privateRepos", "must not be empty when enabled is true")
+		}
+		if _, present := m["model"]; !present {
+			l.fail(p+".model", "is required when enabled is true (a request can never choose the model)")
+		}
+	}
+	if v, ok := m["runtime"]; ok {
+		if s, ok := l.str(p+".runtime", v); ok {
+			if !slices.Contains(Runtimes(), s) {
+				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes(), ", "))
+			}
+			b.Runtime = s
+		}
+	}
+	if v, ok := m["profile"]; ok {
+		if s, ok := l.str(p+".profile", v); ok {
+			if !slices.Contains(AgentProfiles(), s) {
+				l.fail(p+".profile", "%q is not one of %s", s, strings.Join(AgentProfiles(), ", "))
+			}
+			b.Profile = s
+		}
+	}
+	if v, ok := m["model"]; ok {
+		if s, ok := l.str(p+".model", v); ok {
+			if !modelShape.MatchString(s) {
+				l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
+			}
+			b.Model = s
+		}
+	}
+	if v, ok := m["timeout"]; ok {
+		if n, ok := l.integer(p+".timeout", v, 1, MaxAgentTimeout); ok {
+			b.TimeoutSeconds = int(n)
+		}
+	}
+	size := func(key string, dst *string, bytes *int64) {
+		v, ok := m[key]
+		if !ok {
+			return
+		}
+		s, ok := l.str(p+"."+key, v)
+		if !ok {
+			return
+		}
+		n, err := ParseMemory(s)
+		if err != nil {
+			l.fail(p+"."+key, "%s", strings.Replace(err.Error(), "memoryLimit", key, 1))
+			return
+		}
+		*dst, *bytes = s, n
+	}
+	size("memoryLimit", &b.MemoryLimit, &b.MemoryBytes)
+	size("tmpfsLimit", &b.TmpfsLimit, &b.TmpfsBytes)
+	if v, ok := m["cpuLimit"]; ok {
+		if s, ok := l.str(p+".cpuLimit", v); ok {
+			if n, err := ParseCPU(s); err != nil {
+				l.fail(p+".cpuLimit", "%v", err)
+			} else {
+				b.CPULimit, b.CPUMilli = s, n
+			}
+		}
+	}
+	ints := []struct {
+		key    string
+		lo, hi int64
+		dst    *int
+	}{
+		{"pidsLimit", MinAgentPidsLimit, MaxAgentPidsLimit, &b.PidsLimit},
+		{"maxOutputBytes", 1, MaxAgentOutputBytes, &b.MaxOutputBytes},
+		{"maxTaskBytes", 1, MaxAgentTaskBytes, &b.MaxTaskBytes},
+		{"maxInvocations", 1, MaxAgentMaxInvocations, &b.MaxInvocations},
+		{"maxModelRequests", 1, MaxAgentModelRequests, &b.MaxModelRequests},
+		{"maxModelTokens", 1, MaxAgentModelTokens, &b.MaxModelTokens},
+	}
+	for _, f := range ints {
+		if v, ok := m[f.key]; ok {
+			if n, ok := l.integer(p+"."+f.key, v, f.lo, f.hi); ok {
+				*f.dst = int(n)
+			}
+		}
+	}
+}
+
+// agentRepos reads boundedAgents.privateRepos: objects only (the bare
+// string form is a deprecated spelling of queries that agents never had),
+// slugs unique case-insensitively.
+func (l *loader) agentRepos(p string, v any) []Repo {
+	a, ok := v.([]any)
+	if !ok {
+		l.fail(p, "must be an array")
+		return nil
+	}
+	out := make([]Repo, 0, len(a))
+	seen := map[string]int{}
+	for i, e := range a {
+		ip := fmt.Sprintf("%s[%d]", p, i)
+		obj, ok := e.(map[string]any)
+		if !ok {
+			l.fail(ip, "must be an object {\"repo\", \"sensitivity\"}")
+			continue
+		}
+		r, ok := l.repo(ip, obj)
+		if !ok {
+			continue
+		}
+		key := strings.ToLower(r.Repo)
+		if j, dup := seen[key]; dup {
+			l.fail(ip, "%q duplicates %s[%d] (slugs are compared case-insensitively)", r.Repo, p, j)
+			continue
+		}
+		seen[key] = i
+		out = append(out, r)
+	}
+	return out
+}
