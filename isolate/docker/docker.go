@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -44,15 +43,13 @@ type Runtime struct {
 	eng      *engine
 	cpus     string // HostConfig.SandboxCPUs
 
+	// books keeps the live workspaces, the broken state and the erofs
+	// image store of the rootfs (see rootmount.go).
+	books *workspace.Books
+
 	mu     sync.Mutex
-	live   map[string]bool   // workspace names of sandboxes not yet destroyed
-	broken error             // set once a sandbox could not be reclaimed
 	probed bool              // a Probe succeeded
 	images map[string]string // rootfs dir -> verified image id
-
-	// roots is the erofs image store of the rootfs, nil until the first
-	// Prepare or Warm; guarded by mu (see rootmount.go).
-	roots *workspace.RootImages
 }
 
 // New returns the docker runtime. It checks the configuration only; Probe
@@ -75,7 +72,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 		stateTag: hex.EncodeToString(sum[:8]),
 		eng:      newEngine(h.DockerSocket),
 		cpus:     h.SandboxCPUs,
-		live:     map[string]bool{},
+		books:    workspace.NewBooks(Name, filepath.Join(h.StateDir, Name), h.RunID),
 		images:   map[string]string{},
 	}, nil
 }
@@ -84,35 +81,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 func (r *Runtime) Name() string { return Name }
 
 // Usable returns nil until a sandbox could not be reclaimed.
-func (r *Runtime) Usable() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.broken
-}
-
-func (r *Runtime) markBroken(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.broken == nil {
-		r.broken = fmt.Errorf("docker: a sandbox could not be reclaimed: %w", err)
-	}
-}
-
-func (r *Runtime) setLive(name string, on bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if on {
-		r.live[name] = true
-	} else {
-		delete(r.live, name)
-	}
-}
-
-func (r *Runtime) isLive(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.live[name]
-}
+func (r *Runtime) Usable() error { return r.books.Usable() }
 
 // Run prepares a sandbox, runs the job and destroys the sandbox.
 func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
@@ -123,7 +92,7 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 // the Engine. Sandboxes must be destroyed first.
 func (r *Runtime) Close() error {
 	r.eng.hc.CloseIdleConnections()
-	return r.closeRoots()
+	return r.books.CloseImages()
 }
 
 // Prepare verifies (and if needed imports) the rootfs image and builds the
@@ -142,7 +111,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err := t.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := checkRootFS(t.RootFS); err != nil {
+	if err := r.books.CheckRootFS(t.RootFS); err != nil {
 		return nil, err
 	}
 	seccomp := "seccomp=unconfined"
@@ -157,7 +126,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err != nil {
 		return nil, fmt.Errorf("docker: rootfs image: %w", err)
 	}
-	root, err := r.rootImage(ctx, t.RootFS)
+	root, err := r.books.RootImage(ctx, t.RootFS)
 	if err != nil {
 		return nil, err
 	}
@@ -193,52 +162,14 @@ func (r *Runtime) forgetImage(id string) {
 	}
 }
 
-// checkRootFS refuses a root that lacks a mount point.
-func checkRootFS(root string) error {
-	if root == "" || !filepath.IsAbs(root) {
-		return fmt.Errorf("docker: rootfs %q must be an absolute path", root)
-	}
-	for _, d := range []string{"/", "/proc", "/dev", "/tmp", "/query", "/query/repo", "/awf"} {
-		st, err := os.Lstat(filepath.Join(root, d))
-		if err != nil {
-			return fmt.Errorf("docker: rootfs %s: mount point %s: %w", root, d, err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("docker: rootfs %s: mount point %s is not a directory", root, d)
-		}
-	}
-	return nil
-}
-
 // prepare creates the workspace of a sandbox that will run image, with
 // root mounted in it when not nil (the probe runs without one).
 func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string, root *workspace.RootImage) (isolate.Sandbox, error) {
-	runID := t.RunID
-	if runID == "" {
-		runID = r.runID
-	}
-	if err := workspace.ValidID("run", runID); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	sid, err := workspace.NewSandboxID()
+	ws, err := r.books.Create(ctx, t, func(j *workspace.Journal) { j.Container = "awf-" + j.Name })
 	if err != nil {
 		return nil, err
 	}
-	name := runID + "-" + sid
-	j := workspace.Journal{
-		Backend:   Name,
-		RunID:     runID,
-		SandboxID: sid,
-		Name:      name,
-		Container: "awf-" + name,
-		Created:   nowUTC(),
-	}
-	r.setLive(name, true)
-	ws, err := workspace.Create(ctx, r.dir, j, t.Limits, t.Repo)
-	if err != nil {
-		r.setLive(name, false)
-		return nil, fmt.Errorf("docker: %w", err)
-	}
+	runID, name := ws.Journal.RunID, ws.Journal.Name
 	sb := &sandbox{r: r, t: t, runID: runID, name: name, image: image, seccomp: seccomp, ws: ws}
 	if root != nil {
 		if err := sb.mountRoot(ctx, root); err != nil {

@@ -7,7 +7,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -34,37 +33,7 @@ var _ isolate.Warmer = (*Runtime)(nil)
 // Warm implements isolate.Warmer: it builds t.RootFS's erofs image, so that
 // the first Prepare does not pay for it.
 func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
-	if err := r.Usable(); err != nil {
-		return err
-	}
-	if err := checkRootFS(t.RootFS); err != nil {
-		return err
-	}
-	_, err := r.rootImage(ctx, t.RootFS)
-	return err
-}
-
-// rootImage returns the verified erofs image of rootfs. The image store is
-// a workspace named after the run, live while the runtime is open, so that
-// Sweep removes only the stores of other runs.
-func (r *Runtime) rootImage(ctx context.Context, dir string) (*workspace.RootImage, error) {
-	r.mu.Lock()
-	if r.roots == nil {
-		name := r.runID + "-rootimg"
-		s, err := workspace.NewWorkspaceRootImages(r.dir, workspace.Journal{Backend: Name, RunID: r.runID, Name: name, Created: nowUTC()})
-		if err != nil {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("docker: %w", err)
-		}
-		r.roots, r.live[name] = s, true
-	}
-	roots := r.roots
-	r.mu.Unlock()
-	im, err := roots.Image(ctx, dir)
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	return im, nil
+	return r.books.Warm(ctx, t)
 }
 
 // engineEtc are the files the Engine itself mounts into /etc, each a file
@@ -118,23 +87,4 @@ func rootBinds(root string, rel []string) []mount {
 		ms = append(ms, mount{Type: "bind", Source: filepath.Join(root, d), Target: "/" + d, ReadOnly: true, BindOptions: &bindOptions{Propagation: "rprivate"}})
 	}
 	return ms
-}
-
-// closeRoots removes the rootfs image store. Sandboxes must be destroyed
-// first.
-func (r *Runtime) closeRoots() error {
-	r.mu.Lock()
-	roots := r.roots
-	r.roots = nil
-	r.mu.Unlock()
-	if roots == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := roots.Close(ctx); err != nil {
-		return fmt.Errorf("docker: %w", err)
-	}
-	r.setLive(filepath.Base(roots.Dir()), false)
-	return nil
 }

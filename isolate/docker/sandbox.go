@@ -321,13 +321,7 @@ func (s *sandbox) Destroy(ctx context.Context) error {
 	if err := workspace.Remove(ctx, s.ws.Dir); err != nil {
 		errs = append(errs, err)
 	}
-	err := errors.Join(errs...)
-	if err != nil {
-		err = fmt.Errorf("docker: destroy %s: %w", s.name, err)
-		s.r.markBroken(err)
-	} else {
-		s.r.setLive(s.name, false)
-	}
+	err := s.r.books.Destroyed(s.name, errors.Join(errs...))
 	s.mu.Lock()
 	s.destroyErr = err
 	s.mu.Unlock()
@@ -348,5 +342,3 @@ func (r *Runtime) removeContainer(ctx context.Context, ref string) error {
 	}
 	return fmt.Errorf("remove container %s: %w", ref, err)
 }
-
-func nowUTC() time.Time { return time.Now().UTC() }

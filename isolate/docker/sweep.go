@@ -29,21 +29,18 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("list containers: %w", err))
 	}
 	for _, c := range list {
-		if r.isLive(c.Labels[labelRun] + "-" + c.Labels[labelSandbox]) {
+		if r.books.IsLive(c.Labels[labelRun] + "-" + c.Labels[labelSandbox]) {
 			continue
 		}
 		if err := r.removeContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	names, err := workspace.List(r.dir)
+	names, err := r.books.Leftovers()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, name := range names {
-		if r.isLive(name) {
-			continue
-		}
 		dir := filepath.Join(r.dir, name)
 		if j, err := workspace.ReadJournal(dir); err == nil {
 			if err := r.removeContainer(ctx, j.Container); err != nil {
@@ -55,10 +52,5 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		err = fmt.Errorf("docker: sweep: %w", err)
-		r.markBroken(err)
-		return err
-	}
-	return nil
+	return r.books.Swept(errors.Join(errs...))
 }

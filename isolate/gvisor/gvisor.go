@@ -42,15 +42,14 @@ type Runtime struct {
 	parent   string // cgroup parent
 	cpus     string // HostConfig.SandboxCPUs
 
+	// books keeps the live workspaces, the broken state and the rootfs
+	// image store (see rootmount.go).
+	books *workspace.Books
+
 	mu       sync.Mutex
-	live     map[string]bool // workspace names of sandboxes not yet destroyed
-	broken   error           // set once a sandbox could not be reclaimed
 	platform string          // chosen by a successful Probe
 	unimpl   map[string]bool // system calls the Sentry does not implement
 	dev      map[string]bool // seccomp deviations met so far
-
-	// images is the rootfs image store, nil until the first Prepare or Warm.
-	images *workspace.RootImages
 }
 
 // New returns the gvisor runtime. It checks the configuration only; Probe
@@ -78,7 +77,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 		dir:    filepath.Join(h.StateDir, Name),
 		parent: parent,
 		cpus:   h.SandboxCPUs,
-		live:   map[string]bool{},
+		books:  workspace.NewBooks(Name, filepath.Join(h.StateDir, Name), h.RunID),
 	}
 	r.runsc, r.runscErr = findRunsc(h.RunscPath)
 	return r, nil
@@ -110,35 +109,7 @@ func findRunsc(p string) (string, error) {
 func (r *Runtime) Name() string { return Name }
 
 // Usable returns nil until a sandbox could not be reclaimed.
-func (r *Runtime) Usable() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.broken
-}
-
-func (r *Runtime) markBroken(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.broken == nil {
-		r.broken = fmt.Errorf("gvisor: a sandbox could not be reclaimed: %w", err)
-	}
-}
-
-func (r *Runtime) setLive(name string, on bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if on {
-		r.live[name] = true
-	} else {
-		delete(r.live, name)
-	}
-}
-
-func (r *Runtime) isLive(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.live[name]
-}
+func (r *Runtime) Usable() error { return r.books.Usable() }
 
 // Run prepares a sandbox, runs the job and destroys the sandbox.
 func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
@@ -162,7 +133,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err := t.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
-	if err := checkRootFS(t.RootFS); err != nil {
+	if err := r.books.CheckRootFS(t.RootFS); err != nil {
 		return nil, err
 	}
 	var sc *specs.LinuxSeccomp
@@ -178,62 +149,22 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 		}
 		r.noteDeviations(dev)
 	}
-	im, err := r.rootImage(ctx, t.RootFS)
+	im, err := r.books.RootImage(ctx, t.RootFS)
 	if err != nil {
 		return nil, err
 	}
 	return r.prepare(ctx, t, sc, mountRoot(ctx, im))
 }
 
-// checkRootFS refuses a root that lacks a mount point: runsc would otherwise
-// try to create it in the shared tree.
-func checkRootFS(root string) error {
-	if root == "" || !filepath.IsAbs(root) {
-		return fmt.Errorf("gvisor: rootfs %q must be an absolute path", root)
-	}
-	for _, d := range []string{"/", "/proc", "/dev", "/tmp", "/query", "/query/repo", "/awf"} {
-		st, err := os.Lstat(filepath.Join(root, d))
-		if err != nil {
-			return fmt.Errorf("gvisor: rootfs %s: mount point %s: %w", root, d, err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("gvisor: rootfs %s: mount point %s is not a directory", root, d)
-		}
-	}
-	return nil
-}
-
 // prepare creates the workspace and the cgroup. setup, when set, runs inside
 // the fresh workspace and returns the root to use (Probe builds its own).
 func (r *Runtime) prepare(ctx context.Context, t isolate.Template, sc *specs.LinuxSeccomp, setup func(*workspace.Workspace) (string, error)) (isolate.Sandbox, error) {
-	runID := t.RunID
-	if runID == "" {
-		runID = r.runID
-	}
-	if err := workspace.ValidID("run", runID); err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	sid, err := workspace.NewSandboxID()
+	ws, err := r.books.Create(ctx, t, func(j *workspace.Journal) { j.Cgroup = filepath.Join(r.parent, Name+"-"+j.Name) })
 	if err != nil {
 		return nil, err
 	}
-	name := runID + "-" + sid
-	j := workspace.Journal{
-		Backend:   Name,
-		RunID:     runID,
-		SandboxID: sid,
-		Name:      name,
-		Cgroup:    filepath.Join(r.parent, Name+"-"+name),
-		Created:   nowUTC(),
-	}
-	r.setLive(name, true)
-	sb := &sandbox{r: r, t: t, seccomp: sc, runID: runID, name: name, platform: r.currentPlatform()}
-	ws, err := workspace.Create(ctx, r.dir, j, t.Limits, t.Repo)
-	if err != nil {
-		r.setLive(name, false)
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	sb.ws = ws
+	runID, name := ws.Journal.RunID, ws.Journal.Name
+	sb := &sandbox{r: r, t: t, seccomp: sc, runID: runID, name: name, platform: r.currentPlatform(), ws: ws}
 	fail := func(err error) (isolate.Sandbox, error) {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, derr)

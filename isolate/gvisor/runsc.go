@@ -117,5 +117,3 @@ func runscLogError(logFile string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-func nowUTC() time.Time { return time.Now().UTC() }

@@ -270,13 +270,7 @@ func (s *sandbox) Destroy(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	err := errors.Join(errs...)
-	if err != nil {
-		err = fmt.Errorf("gvisor: destroy %s: %w", s.name, err)
-		s.r.markBroken(err)
-	} else {
-		s.r.setLive(s.name, false)
-	}
+	err := s.r.books.Destroyed(s.name, errors.Join(errs...))
 	s.mu.Lock()
 	s.destroyErr = err
 	s.mu.Unlock()

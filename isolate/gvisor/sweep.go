@@ -15,25 +15,17 @@ import (
 // meant for start-up (after a crash) and teardown. A sandbox that cannot be
 // removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
-	names, err := workspace.List(r.dir)
+	names, err := r.books.Leftovers()
 	if err != nil {
 		return fmt.Errorf("gvisor: sweep: %w", err)
 	}
 	var errs []error
 	for _, name := range names {
-		if r.isLive(name) {
-			continue
-		}
 		if err := r.sweepOne(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		err = fmt.Errorf("gvisor: sweep: %w", err)
-		r.markBroken(err)
-		return err
-	}
-	return nil
+	return r.books.Swept(errors.Join(errs...))
 }
 
 func (r *Runtime) sweepOne(ctx context.Context, name string) error {

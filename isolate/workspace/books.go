@@ -1,0 +1,212 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// Books is the bookkeeping of a backend whose sandboxes are workspaces
+// under one state directory (gvisor, docker): which workspaces this
+// runtime owns right now, so that its Sweep leaves them alone; whether a
+// sandbox could not be reclaimed, after which the backend refuses new work
+// (a leftover it cannot remove may still hold a job's data); and the
+// store of rootfs images, itself a workspace named after the run. The
+// backends share it so that they cannot drift in what counts as live,
+// broken or swept. It is safe for concurrent use.
+type Books struct {
+	backend string // names the backend in errors and journals
+	dir     string // the backend's state directory
+	runID   string
+
+	mu     sync.Mutex
+	live   map[string]bool // workspace names not yet destroyed
+	broken error           // set once a sandbox could not be reclaimed
+	images *RootImages     // nil until the first RootImage
+}
+
+// NewBooks returns the books of backend's workspaces under dir for run
+// runID.
+func NewBooks(backend, dir, runID string) *Books {
+	return &Books{backend: backend, dir: dir, runID: runID, live: map[string]bool{}}
+}
+
+// Usable returns nil until a sandbox could not be reclaimed.
+func (b *Books) Usable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.broken
+}
+
+// MarkBroken makes the backend unusable; the first cause is kept.
+func (b *Books) MarkBroken(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.broken == nil {
+		b.broken = fmt.Errorf("%s: a sandbox could not be reclaimed: %w", b.backend, err)
+	}
+}
+
+// SetLive records that workspace name is (or no longer is) this runtime's.
+func (b *Books) SetLive(name string, on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if on {
+		b.live[name] = true
+	} else {
+		delete(b.live, name)
+	}
+}
+
+// IsLive reports whether workspace name is this runtime's.
+func (b *Books) IsLive(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[name]
+}
+
+// Leftovers lists the workspaces under the state directory that are not
+// this runtime's: what a Sweep removes.
+func (b *Books) Leftovers() ([]string, error) {
+	names, err := List(b.dir)
+	var out []string
+	for _, name := range names {
+		if !b.IsLive(name) {
+			out = append(out, name)
+		}
+	}
+	return out, err
+}
+
+// Create makes the workspace of a new sandbox of run t.RunID (the
+// runtime's run when empty), live before it exists so that a concurrent
+// Sweep cannot take it. fill completes the journal (a container name, a
+// cgroup) from the one with the ids set.
+func (b *Books) Create(ctx context.Context, t isolate.Template, fill func(*Journal)) (*Workspace, error) {
+	runID := t.RunID
+	if runID == "" {
+		runID = b.runID
+	}
+	if err := ValidID("run", runID); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.backend, err)
+	}
+	sid, err := NewSandboxID()
+	if err != nil {
+		return nil, err
+	}
+	name := runID + "-" + sid
+	j := Journal{Backend: b.backend, RunID: runID, SandboxID: sid, Name: name, Created: time.Now().UTC()}
+	if fill != nil {
+		fill(&j)
+	}
+	b.SetLive(name, true)
+	ws, err := Create(ctx, b.dir, j, t.Limits, t.Repo)
+	if err != nil {
+		b.SetLive(name, false)
+		return nil, fmt.Errorf("%s: %w", b.backend, err)
+	}
+	return ws, nil
+}
+
+// Destroyed closes the books on sandbox name after its teardown: with
+// err, the teardown's joined errors, nil it is no longer live; otherwise
+// the backend is broken. It returns the teardown's error, wrapped.
+func (b *Books) Destroyed(name string, err error) error {
+	if err != nil {
+		err = fmt.Errorf("%s: destroy %s: %w", b.backend, name, err)
+		b.MarkBroken(err)
+		return err
+	}
+	b.SetLive(name, false)
+	return nil
+}
+
+// Swept closes the books on a sweep whose joined errors are err: a
+// leftover that could not be removed breaks the backend.
+func (b *Books) Swept(err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%s: sweep: %w", b.backend, err)
+	b.MarkBroken(err)
+	return err
+}
+
+// CheckRootFS refuses a root that lacks a directory for one of the
+// sandbox's mount points: the runtime would otherwise try to create it in
+// the shared tree.
+func (b *Books) CheckRootFS(root string) error {
+	if root == "" || !filepath.IsAbs(root) {
+		return fmt.Errorf("%s: rootfs %q must be an absolute path", b.backend, root)
+	}
+	for _, d := range []string{"/", "/proc", "/dev", "/tmp", "/query", "/query/repo", "/awf"} {
+		st, err := os.Lstat(filepath.Join(root, d))
+		if err != nil {
+			return fmt.Errorf("%s: rootfs %s: mount point %s: %w", b.backend, root, d, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s: rootfs %s: mount point %s is not a directory", b.backend, root, d)
+		}
+	}
+	return nil
+}
+
+// Warm implements isolate.Warmer for the backend: it builds t.RootFS's
+// image, so that the first Prepare does not pay for it.
+func (b *Books) Warm(ctx context.Context, t isolate.Template) error {
+	if err := b.Usable(); err != nil {
+		return err
+	}
+	if err := b.CheckRootFS(t.RootFS); err != nil {
+		return err
+	}
+	_, err := b.RootImage(ctx, t.RootFS)
+	return err
+}
+
+// RootImage returns the verified image of rootfs. The image store is a
+// workspace named after the run, live while the runtime is open, so that
+// Sweep removes only the stores of other runs.
+func (b *Books) RootImage(ctx context.Context, rootfs string) (*RootImage, error) {
+	b.mu.Lock()
+	if b.images == nil {
+		name := b.runID + "-rootimg"
+		s, err := NewWorkspaceRootImages(b.dir, Journal{Backend: b.backend, RunID: b.runID, Name: name, Created: time.Now().UTC()})
+		if err != nil {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("%s: %w", b.backend, err)
+		}
+		b.images, b.live[name] = s, true
+	}
+	images := b.images
+	b.mu.Unlock()
+	im, err := images.Image(ctx, rootfs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.backend, err)
+	}
+	return im, nil
+}
+
+// CloseImages removes the rootfs image store. Sandboxes must be destroyed
+// first.
+func (b *Books) CloseImages() error {
+	b.mu.Lock()
+	images := b.images
+	b.images = nil
+	b.mu.Unlock()
+	if images == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := images.Close(ctx); err != nil {
+		return fmt.Errorf("%s: %w", b.backend, err)
+	}
+	b.SetLive(filepath.Base(images.Dir()), false)
+	return nil
+}
