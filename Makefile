@@ -1,6 +1,12 @@
-# awf — build, test, demo. Everything runs as root on a Debian 12 host.
+# awf — build, test, demo. Everything runs as root on a Debian 12 or Ubuntu
+# 22.04/24.04 host.
 SHELL := /bin/bash
 GO ?= go
+# tests/setup/deps.sh installs go.mod's exact toolchain under AWF_GO_CACHE when
+# the host's go is missing or older than go.mod asks; its bin directory comes
+# first on every recipe's PATH.
+export AWF_GO_CACHE ?= /var/cache/awf/go
+export PATH := $(AWF_GO_CACHE)/bin:$(PATH)
 export CGO_ENABLED := 1
 export GOFLAGS := -tags=seccomp
 BIN := bin
@@ -32,9 +38,11 @@ test: build
 	  tests/setup/dockerd.sh stop; exit $$rc
 
 # The host self-test over every runtime, as an operator would run it; it needs
-# the private dockerd that the test target starts.
+# the private dockerd that the test target starts. A host without runsc
+# (Ubuntu 22.04's archive has none) sets VERIFY_REQUIRE='direct docker'.
+VERIFY_REQUIRE ?= direct gvisor docker
 verify-all:
-	$(BIN)/awf isolate verify --runtime all --require direct gvisor docker --docker-socket $(AWF_TEST_DOCKER_SOCKET)
+	$(BIN)/awf isolate verify --runtime all --require $(VERIFY_REQUIRE) --docker-socket $(AWF_TEST_DOCKER_SOCKET)
 	$(BIN)/awf isolate verify --agent
 
 # The sandbox on a pure cgroup v2 kernel, inside a throwaway VM (slow; correctness only).
