@@ -230,6 +230,12 @@ func (t *TelemetryLog) Close() error {
 // taskDigests returns the hex sha256 of a task's script and of its canonical
 // schema, for the audit record; empty for kinds that have neither.
 func taskDigests(t Task) (script, schema string) {
+	if p, ok := t.(probeTask); ok {
+		return p.digests()
+	}
+	if a, ok := t.(*agentTask); ok {
+		return a.digests() // the task text stands for the script
+	}
 	q, ok := t.(queryTask)
 	if !ok {
 		return "", ""

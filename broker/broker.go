@@ -46,6 +46,11 @@ type Options struct {
 	// FreezeTimeout bounds one Freeze (0 = DefaultFreezeTimeout); ThawTimeout
 	// bounds one Thaw (0 = DefaultThawTimeout).
 	FreezeTimeout, ThawTimeout time.Duration
+	// Lane, when set, is a one-slot channel shared with the run's other
+	// brokers (sealed probes beside bounded queries), so that at most one
+	// sandbox of any kind runs at a time and none can signal to a
+	// concurrent one. Nil gives the broker a lane of its own.
+	Lane chan struct{}
 }
 
 // Freezer freezes and thaws the agent. Freeze returns nil only once the
@@ -69,6 +74,9 @@ type Broker struct {
 	seeds  map[string]Seed
 	ledger *Ledger
 	lane   chan struct{}
+	// errBody and route are the kind's (KindErrorBody, KindRoute).
+	errBody []byte
+	route   string
 
 	mu     sync.Mutex
 	used   int
@@ -96,7 +104,13 @@ func New(o Options) (*Broker, error) {
 	if o.ThawTimeout <= 0 {
 		o.ThawTimeout = DefaultThawTimeout
 	}
-	b := &Broker{o: o, seeds: map[string]Seed{}, lane: make(chan struct{}, 1)}
+	lane := o.Lane
+	if lane == nil {
+		lane = make(chan struct{}, 1)
+	} else if cap(lane) != 1 {
+		return nil, fmt.Errorf("broker: a shared lane must have exactly one slot")
+	}
+	b := &Broker{o: o, seeds: map[string]Seed{}, lane: lane, errBody: KindErrorBody(o.Kind), route: KindRoute(o.Kind)}
 	sens := map[string]string{}
 	for _, s := range o.Seeds {
 		key := strings.ToLower(s.Repo)
@@ -135,13 +149,13 @@ var errorBody = []byte(proto.ErrorEnvelope)
 // always one of the two canonical strings.
 func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
 	if b.closed.Load() {
-		return errorBody
+		return b.errBody
 	}
 	b.mu.Lock()
 	if b.used >= b.o.MaxInvocations {
 		b.mu.Unlock()
 		b.o.Audit.Failure(IDBudget, ReasonCountExhausted, fmt.Sprintf("maxInvocations=%d", b.o.MaxInvocations))
-		return errorBody
+		return b.errBody
 	}
 	b.used++
 	b.active.Add(1)
@@ -152,13 +166,13 @@ func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
 	case b.lane <- struct{}{}:
 	case <-ctx.Done():
 		b.o.Audit.Failure(IDQueue, ReasonUnexpected, "request abandoned while queued")
-		return errorBody
+		return b.errBody
 	}
 	defer func() { <-b.lane }()
 	body, err := b.execute(ctx, r)
 	if err != nil {
 		b.o.Audit.Failure(IDQueue, ReasonUnexpected, err.Error())
-		return errorBody
+		return b.errBody
 	}
 	return body
 }
@@ -195,20 +209,20 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 		}
 		a.Failure(id, ReasonInvalidRequest, ferr.Error())
 		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonInvalidRequest)
-		return errorBody, nil
+		return b.errBody, nil
 	}
 	key := strings.ToLower(task.Repo())
 	seed, ok := b.seeds[key]
 	if !ok {
 		a.Failure(id, ReasonRepoNotAllowed, "repo="+key)
 		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonRepoNotAllowed)
-		return errorBody, nil
+		return b.errBody, nil
 	}
 	charge := task.ChargeBits()
 	if !b.ledger.TryDebit(key, charge) {
 		a.Failure(id, ReasonBudgetExhausted, fmt.Sprintf("repo=%s charge=%d", key, charge))
 		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonBudgetExhausted)
-		return errorBody, nil
+		return b.errBody, nil
 	}
 
 	// The clock starts after the debit. Everything until the sandbox and its
@@ -259,7 +273,7 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 	rec.Kind, rec.Reason, rec.Detail = "failure", reason, detail
 	a.Write(rec)
 	b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", reason)
-	return errorBody, nil
+	return b.errBody, nil
 }
 
 // frozenAgent is the agent's freeze for one request. thaw undoes it once.
@@ -316,7 +330,7 @@ func (b *Broker) run(ctx context.Context, id string, seed Seed, task Task) (reas
 	// teardown; isolate.RunWithSandbox bounds the destroy on its own.
 	rctx, cancel := context.WithTimeout(ctx, b.o.Timeout+30*time.Second)
 	defer cancel()
-	o := b.o.Runtime.Run(rctx, isolate.Spec{Template: t, Job: task.Job(id)})
+	o := b.runJob(rctx, t, id, task)
 	detail = o.Detail
 	switch o.Kind {
 	case isolate.KindOK:

@@ -25,6 +25,37 @@ type JobKind interface {
 	Frame(headers map[string]string, body []byte) (Task, error)
 }
 
+// RoutedKind is a JobKind whose one route is not Route (sealed probes
+// answer on /probe).
+type RoutedKind interface {
+	JobKind
+	Route() string
+}
+
+// ErrorBodyKind is a JobKind whose one canonical failure body is not the
+// bounded-query envelope (sealed probes answer {"result":"ERROR"}).
+type ErrorBodyKind interface {
+	JobKind
+	ErrorBody() []byte
+}
+
+// KindRoute returns k's route: its own, or Route.
+func KindRoute(k JobKind) string {
+	if r, ok := k.(RoutedKind); ok {
+		return r.Route()
+	}
+	return Route
+}
+
+// KindErrorBody returns k's canonical failure body: its own, or the
+// bounded-query error envelope.
+func KindErrorBody(k JobKind) []byte {
+	if e, ok := k.(ErrorBodyKind); ok {
+		return e.ErrorBody()
+	}
+	return errorBody
+}
+
 // Task is one validated request of some kind.
 type Task interface {
 	// Repo is the repository slug as the caller sent it.

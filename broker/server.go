@@ -32,7 +32,8 @@ const (
 	// DrainTimeout and DrainBytes bound reading leftover input after a response.
 	DrainTimeout = time.Second
 	DrainBytes   = 1 << 20
-	// Route is the one route.
+	// Route is the one route of a bounded-query broker; other kinds name
+	// theirs (KindRoute).
 	Route = "/query"
 )
 
@@ -117,7 +118,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if over {
 				s.b.countResponse()
 				s.audit.Failure(IDServer, ReasonConnectionLimit, fmt.Sprintf("more than %d connections", MaxConns))
-				writeResponse(c, errorBody)
+				writeResponse(c, s.b.errBody)
 				c.Close()
 				return
 			}
@@ -158,7 +159,7 @@ func (s *Server) serveConn(c net.Conn) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.audit.Failure(IDServer, ReasonUnhandled, fmt.Sprintf("panic: %v", p))
-			writeResponse(c, errorBody)
+			writeResponse(c, s.b.errBody)
 		}
 	}()
 	_ = c.SetReadDeadline(time.Now().Add(HeadTimeout))
@@ -172,19 +173,19 @@ func (s *Server) serveConn(c net.Conn) {
 		s.b.countResponse()
 		s.audit.Failure(IDTransport, ReasonHeaderRejected, err.Error())
 		time.Sleep(ClientErrorDelay)
-		writeResponse(c, errorBody)
+		writeResponse(c, s.b.errBody)
 		return
 	}
-	if req.Method != "POST" || req.Target != Route {
+	if req.Method != "POST" || req.Target != s.b.route {
 		if !(req.Method == "GET" && req.Target == ProbeRoute && peerIsRoot(c)) {
 			s.b.countResponse()
 			s.audit.Failure(IDTransport, ReasonWrongRoute, fmt.Sprintf("%.16s %.64q", req.Method, req.Target))
 		}
-		writeResponse(c, errorBody)
+		writeResponse(c, s.b.errBody)
 		return
 	}
 	if s.b.closed.Load() {
-		writeResponse(c, errorBody)
+		writeResponse(c, s.b.errBody)
 		return
 	}
 	max := s.b.o.Kind.MaxBody()
