@@ -330,9 +330,11 @@ func TestAgentFramingRules(t *testing.T) {
 		"empty task":     func(r *Request) { r.Body = nil },
 		"invalid utf8":   func(r *Request) { r.Body = []byte{'a', 0xff} },
 		"task too long":  func(r *Request) { r.Body = []byte(strings.Repeat("a", 4097)) },
-		"free string":    func(r *Request) { r.Headers[2].Value = base64.RawURLEncoding.EncodeToString([]byte(`{"type":"string"}`)) },
-		"bad slug":       func(r *Request) { r.Headers[1].Value = "o/.." },
-		"body error":     func(r *Request) { r.BodyErr = errBodyTooLarge },
+		"free string": func(r *Request) {
+			r.Headers[2].Value = base64.RawURLEncoding.EncodeToString([]byte(`{"type":"string"}`))
+		},
+		"bad slug":   func(r *Request) { r.Headers[1].Value = "o/.." },
+		"body error": func(r *Request) { r.BodyErr = errBodyTooLarge },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
