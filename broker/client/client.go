@@ -119,10 +119,16 @@ func ReadBody(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-// BuildRequest frames one request. headers are name/value pairs sent in order.
+// BuildRequest frames one request to /query. headers are name/value pairs
+// sent in order.
 func BuildRequest(headers [][2]string, body []byte) []byte {
+	return BuildRequestTo("/query", headers, body)
+}
+
+// BuildRequestTo frames one request to route (sealed probes use /probe).
+func BuildRequestTo(route string, headers [][2]string, body []byte) []byte {
 	var b bytes.Buffer
-	b.WriteString("POST /query HTTP/1.1\r\nHost: localhost\r\nUser-Agent: awf-agent-cli\r\nAccept: */*\r\n")
+	b.WriteString("POST " + route + " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: awf-agent-cli\r\nAccept: */*\r\n")
 	for _, h := range headers {
 		b.WriteString(h[0] + ": " + h[1] + "\r\n")
 	}

@@ -36,6 +36,8 @@ type Config struct {
 	Agent          Agent
 	// BoundedAgents is the boundedAgents block (agents.go).
 	BoundedAgents BoundedAgents
+	// SealedProbes is the sealedProbes block (probes.go).
+	SealedProbes SealedProbes
 	// APIProxy is the apiProxy block; nil when the document has none.
 	APIProxy *APIProxy
 	// Warnings are operator-readable notes, such as legacy bare-string repos.

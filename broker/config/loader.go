@@ -76,7 +76,7 @@ func (l *loader) config(tree any) *Config {
 		MaxInvocations: DefaultMaxInvocations,
 		PrivateRepos:   []Repo{},
 	}, Agent: Agent{Network: AgentNetworkHost}}
-	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy", "boundedAgents")
+	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy", "boundedAgents", "sealedProbes")
 	if !ok {
 		return c
 	}
@@ -95,6 +95,10 @@ func (l *loader) config(tree any) *Config {
 	c.BoundedAgents = DefaultBoundedAgents()
 	if v, ok := top["boundedAgents"]; ok {
 		l.boundedAgents(v, &c.BoundedAgents)
+	}
+	c.SealedProbes = DefaultSealedProbes()
+	if v, ok := top["sealedProbes"]; ok {
+		l.sealedProbes(v, &c.SealedProbes)
 	}
 	mem, err := ParseMemory(c.BoundedQueries.MemoryLimit)
 	if err == nil {
