@@ -10,7 +10,7 @@ export PATH := $(AWF_GO_CACHE)/bin:$(PATH)
 export CGO_ENABLED := 1
 export GOFLAGS := -tags=seccomp
 BIN := bin
-CMDS := awf bounded-query sealed-probe
+CMDS := awf bounded-query sealed-probe bounded-agent
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 28m
 
