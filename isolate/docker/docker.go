@@ -105,13 +105,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err := r.ensureProbed(ctx); err != nil {
 		return nil, err
 	}
-	if t.Policy == nil {
-		return nil, errors.New("docker: no seccomp policy: refusing to run without one")
-	}
-	if err := t.Limits.Validate(); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if err := r.books.CheckRootFS(t.RootFS); err != nil {
+	if err := r.books.CheckTemplate(t); err != nil {
 		return nil, err
 	}
 	seccomp := "seccomp=unconfined"

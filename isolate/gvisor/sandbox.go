@@ -63,19 +63,7 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
 	o.Stdout, o.Stderr = stdout.Bytes(), stderr.Bytes()
-	s.ws.RelabelLimits(&o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
-	if o.Kind != isolate.KindOK {
-		return o
-	}
-	t1 := time.Now()
-	out, kind, err := s.ws.ReadOutput(s.t.Limits.OutputBytes)
-	o.Timings.Read = time.Since(t1)
-	if kind != isolate.KindOK {
-		o.Kind, o.Detail = kind, err.Error()
-		return o
-	}
-	o.Output = out
-	return o
+	return s.ws.Conclude(o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
 }
 
 // launch writes the script and the bundle and starts `runsc run`.

@@ -137,6 +137,19 @@ func (b *Books) Swept(err error) error {
 	return err
 }
 
+// CheckTemplate refuses a template that no sandbox may run: one without
+// a seccomp policy, with invalid limits, or over a rootfs that lacks a
+// mount point.
+func (b *Books) CheckTemplate(t isolate.Template) error {
+	if t.Policy == nil {
+		return fmt.Errorf("%s: no seccomp policy: refusing to run without one", b.backend)
+	}
+	if err := t.Limits.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", b.backend, err)
+	}
+	return b.CheckRootFS(t.RootFS)
+}
+
 // CheckRootFS refuses a root that lacks a directory for one of the
 // sandbox's mount points: the runtime would otherwise try to create it in
 // the shared tree.

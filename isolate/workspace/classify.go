@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,6 +29,26 @@ func (w *Workspace) RelabelLimits(o *isolate.Outcome, t isolate.Template, backen
 		o.Kind = isolate.KindFileSizeLimit
 		o.Detail = fmt.Sprintf("%s: a write reached the file size limit %d bytes", backend, t.Limits.FileSizeBytes)
 	}
+}
+
+// Conclude finishes the outcome o of a job that ran in w: the limit
+// relabelling (see RelabelLimits), then, for a job that succeeded, the
+// output read from the host side, timed as Timings.Read. Both backends
+// that run in a workspace end a job this one way.
+func (w *Workspace) Conclude(o isolate.Outcome, t isolate.Template, backend, pidsLimit string) isolate.Outcome {
+	w.RelabelLimits(&o, t, backend, pidsLimit)
+	if o.Kind != isolate.KindOK {
+		return o
+	}
+	t1 := time.Now()
+	out, kind, err := w.ReadOutput(t.Limits.OutputBytes)
+	o.Timings.Read = time.Since(t1)
+	if kind != isolate.KindOK {
+		o.Kind, o.Detail = kind, err.Error()
+		return o
+	}
+	o.Output = out
+	return o
 }
 
 // hitTaskLimit recognises CPython's reports of a refused fork or thread
