@@ -13,6 +13,7 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/gvisor"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 func init() {
@@ -38,7 +39,7 @@ func BenchmarkRuntimes(b *testing.B) {
 	for _, f := range []string{"README", "src/a.py", "src/b.py"} {
 		require.NoError(b, os.WriteFile(filepath.Join(seed, f), []byte("x = 1\n"), 0o444))
 	}
-	pol := testPolicy(b)
+	pol := isolatetest.Policy(b)
 	b.Cleanup(func() {
 		// The parent cgroups the runtimes made for the benchmark, once empty.
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/awf-bench")
@@ -56,7 +57,7 @@ func BenchmarkRuntimes(b *testing.B) {
 	rts := map[string]isolate.Runtime{}
 	tpls := map[string]isolate.Template{}
 	for _, name := range names {
-		runID := randomID(b)
+		runID := isolatetest.RandomID(b)
 		rt, err := open[name](isolate.HostConfig{
 			RunID: runID, StateDir: b.TempDir(), CgroupParent: "awf-bench", DockerSocket: testSocket,
 		})

@@ -1,11 +1,7 @@
 package docker
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/isolatetest"
@@ -15,9 +11,7 @@ import (
 // container: the same job and expectations as every backend's.
 func TestConformance(t *testing.T) {
 	r := newTestRuntime(t)
-	seed := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(seed, "a.txt"), []byte("a\n"), 0o444))
-	isolatetest.Behaviour(t, Name, template(t, r, seed), func(tpl isolate.Template, script string) isolate.Outcome {
+	isolatetest.Conformance(t, Name, func(seed string) isolate.Template { return template(t, r, seed) }, func(tpl isolate.Template, script string) isolate.Outcome {
 		return run(t, r, tpl, script)
 	})
 }

@@ -1,29 +1,19 @@
 package docker
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 // TestSandboxCPUs runs a container pinned to the host's last CPU (as awf
 // run pins it, away from the agent's CPUs) and checks what the script sees.
 func TestSandboxCPUs(t *testing.T) {
-	var set unix.CPUSet
-	require.NoError(t, unix.SchedGetaffinity(0, &set))
-	require.GreaterOrEqual(t, set.Count(), 2, "CPU separation needs a host with two or more CPUs")
-	last := 0
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			last = i
-		}
-	}
-	cpus := strconv.Itoa(last)
+	cpus := isolatetest.LastCPU(t)
 
 	r := newTestRuntime(t)
 	r.cpus = cpus

@@ -24,7 +24,7 @@ import (
 func TestRenderingMatchesDescription(t *testing.T) {
 	seed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "f"), []byte("x"), 0o644))
-	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: testPolicy(t)}
+	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
 	for i, tpl := range isolatetest.Templates(testRoot, seed, base) {
 		d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{SandboxCPUs: "1"})
 		require.NoError(t, err)

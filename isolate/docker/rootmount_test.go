@@ -10,55 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace/residency"
 )
 
 // TestRootPageCacheNotShared is the page-cache channel between two
-// invocations. The host first drops the carrier files from its page cache
-// (as memory pressure does to rarely read files); the sender then loads
-// the first page of each file its secret's set bits name, and the receiver
-// times each page's first read (and uses mincore where the policy allows
-// it). Every sandbox reads its root through a superblock of its own, so
-// the receiver must decode at chance; on the shared root this decoded
-// 64/64 on every runtime. The probe run as one invocation must decode the
-// secret, so the receiver is known to work on this host.
+// containers (see isolatetest.RootPageCacheNotShared). The image layer is
+// what containers used to share: its carriers are dropped too, so that a
+// shared page cache would show.
 func TestRootPageCacheNotShared(t *testing.T) {
 	r := newTestRuntime(t)
-	probe := func(mode residency.Mode, secret uint64) isolate.Outcome {
-		t.Helper()
-		o := run(t, r, template(t, r, ""), string(residency.Script(mode, secret)))
-		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
-		return o
-	}
-	control, err := residency.Secret()
-	require.NoError(t, err)
 	evict := func() {
-		// The image layer is what containers used to share; drop its
-		// carriers too, so that a shared page cache would show.
 		require.NoError(t, residency.EvictCarriers(testRoot))
 		if dir := layerDir(t, r); dir != "" {
 			require.NoError(t, residency.EvictCarriers(dir))
 		}
 	}
-	evict()
-	res, err := residency.Parse(probe(residency.Both, control).Output)
-	require.NoError(t, err)
-	t.Logf("positive control (one invocation): %d/64 by timing, ns %v", residency.Correct(res.Timing, control), res.Ns)
-	require.GreaterOrEqual(t, residency.Correct(res.Timing, control), residency.ControlMin,
-		"the receiver cannot tell a page it loaded itself: the probe proves nothing here")
-
-	secret, err := residency.Secret()
-	require.NoError(t, err)
-	evict()
-	probe(residency.Send, secret)
-	res, err = residency.Parse(probe(residency.Recv, 0).Output)
-	require.NoError(t, err)
-	got := residency.Correct(res.Timing, secret)
-	t.Logf("two invocations: %d/64 by timing, ns %v", got, res.Ns)
-	require.LessOrEqual(t, got, residency.ChanceMax, "a later container reads the pages an earlier one loaded")
-	if res.Mincore != nil {
-		require.LessOrEqual(t, residency.Correct(*res.Mincore, secret), residency.ChanceMax, "mincore shows an earlier container's pages")
-	}
+	isolatetest.RootPageCacheNotShared(t, 1, "container", evict, func(script string) isolate.Outcome {
+		return run(t, r, template(t, r, ""), script)
+	})
 }
 
 // layerDir is the host directory of the rootfs image's layer, when the

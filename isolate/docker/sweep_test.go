@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 // TestSweepRemovesWhatACrashLeft leaves a prepared sandbox and a running
@@ -20,34 +21,23 @@ import (
 // runtime over the same state dir.
 func TestSweepRemovesWhatACrashLeft(t *testing.T) {
 	r := newTestRuntime(t)
-	ctx := context.Background()
-	idle, err := r.Prepare(ctx, template(t, r, ""))
-	require.NoError(t, err)
-	busy, err := r.Prepare(ctx, template(t, r, ""))
-	require.NoError(t, err)
-	done := make(chan isolate.Outcome, 1)
-	go func() {
-		done <- busy.Exec(ctx, isolate.Job{InvocationID: "busy", Script: []byte("import time\ntime.sleep(600)\n")})
-	}()
-	require.Eventually(t, func() bool { return len(containersOf(t, r)) == 1 }, time.Minute, 50*time.Millisecond)
-
-	after, err := newRuntime(isolate.HostConfig{RunID: randomID(t), StateDir: filepath.Dir(r.dir), DockerSocket: testSocket})
-	require.NoError(t, err)
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	require.NoError(t, after.Sweep(sctx))
-	o := <-done
-	assert.NotEqual(t, isolate.KindOK, o.Kind)
-	// The crashed runtime's goroutine was still talking to the Engine while
-	// the sweep ran; let any removal it raced with finish, then sweep again.
-	require.NoError(t, after.Sweep(sctx))
-	assert.Empty(t, containersOf(t, r))
-	ents, err := os.ReadDir(r.dir)
-	require.NoError(t, err)
-	assert.Empty(t, ents)
-	require.NoError(t, idle.Destroy(ctx))
-	require.NoError(t, busy.Destroy(ctx))
-	requireNoLeftovers(t, r)
+	isolatetest.SweepRemovesWhatACrashLeft(t, isolatetest.Crash{
+		Runtime: r, Template: template(t, r, ""),
+		Running: func() bool { return len(containersOf(t, r)) == 1 }, Wait: time.Minute,
+		Fresh: func() isolate.Runtime {
+			after, err := newRuntime(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: filepath.Dir(r.dir), DockerSocket: testSocket})
+			require.NoError(t, err)
+			return after
+		},
+		SweepTime: time.Minute,
+		Swept: func() {
+			assert.Empty(t, containersOf(t, r))
+			ents, err := os.ReadDir(r.dir)
+			require.NoError(t, err)
+			assert.Empty(t, ents)
+		},
+		Leftovers: func() { requireNoLeftovers(t, r) },
+	})
 }
 
 // TestRootfsImageIsVerified replaces the image under the rootfs tag with

@@ -4,16 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 // TestSandboxCPUs runs a sandbox pinned to the host's last CPU (as awf run
@@ -21,16 +20,7 @@ import (
 // Sentry, the gofer) may run only there, and the Sentry shows the script
 // that many CPUs.
 func TestSandboxCPUs(t *testing.T) {
-	var set unix.CPUSet
-	require.NoError(t, unix.SchedGetaffinity(0, &set))
-	require.GreaterOrEqual(t, set.Count(), 2, "CPU separation needs a host with two or more CPUs")
-	last := 0
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			last = i
-		}
-	}
-	cpus := strconv.Itoa(last)
+	cpus := isolatetest.LastCPU(t)
 	r := newTestRuntime(t)
 	r.cpus = cpus
 

@@ -2,8 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,14 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/workspace"
-	"github.com/awf-project/awf/policy"
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
-// testRoot is the rootfs built once for the package's tests, and
-// testRootDigest its digest at build time.
-var testRoot, testRootDigest string
+// testRootFS is the rootfs built once for the package's tests, testRoot
+// its directory and testRootDigest its digest at build time.
+var (
+	testRootFS               *isolatetest.RootFS
+	testRoot, testRootDigest string
+)
 
 // probed is a runtime probed once by TestMain; other runtimes reuse its
 // platform choice so that each test does not pay the KVM probe deadline.
@@ -32,19 +31,15 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "awf-gvisor-rootfs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rootfs temp dir:", err)
+	var err error
+	if testRootFS, err = isolatetest.BuildRootFS("awf-gvisor-rootfs-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	testRoot = filepath.Join(dir, "root")
+	defer testRootFS.Remove()
+	testRoot, testRootDigest = testRootFS.Dir, testRootFS.Digest
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if testRootDigest, err = rootfs.Build(ctx, rootfs.Options{Out: testRoot}); err != nil {
-		fmt.Fprintln(os.Stderr, "rootfs build:", err)
-		return 1
-	}
 	state, err := os.MkdirTemp("", "awf-gvisor-probe-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe state dir:", err)
@@ -62,19 +57,12 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-func randomID(t testing.TB) string {
-	var b [16]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	return hex.EncodeToString(b[:])
-}
-
 // newTestRuntime returns a probed runtime with a private state dir. Cleanup
 // sweeps it and checks that nothing is left behind.
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
 	state := t.TempDir()
-	r, err := newRuntime(isolate.HostConfig{RunID: randomID(t), StateDir: state, CgroupParent: "awf-test"})
+	r, err := newRuntime(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: state, CgroupParent: "awf-test"})
 	require.NoError(t, err)
 	r.platform, r.unimpl = probed.platform, probed.unimpl
 	t.Cleanup(func() {
@@ -91,16 +79,7 @@ func newTestRuntime(t testing.TB) *Runtime {
 func requireNoLeftovers(t testing.TB, r *Runtime) {
 	t.Helper()
 	require.NoError(t, r.Close())
-	loops, err := workspace.LoopDevicesOf(r.dir)
-	require.NoError(t, err)
-	require.Empty(t, loops, "loop devices left")
-	names, err := os.ReadDir(r.dir)
-	if err == nil {
-		require.Empty(t, names, "workspaces left in %s", r.dir)
-	}
-	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
-	require.NoError(t, err)
-	require.NotContains(t, string(mi), r.dir, "mounts left below the state dir")
+	isolatetest.RequireNoWorkspaceLeftovers(t, r.dir)
 	m, err := filepath.Glob(filepath.Join(cgroupRoot, "*", r.parent, Name+"-"+r.runID+"-*"))
 	require.NoError(t, err)
 	m2, err := filepath.Glob(filepath.Join(cgroupRoot, r.parent, Name+"-"+r.runID+"-*"))
@@ -131,17 +110,9 @@ func noRunscChildren(r *Runtime) error {
 	return nil
 }
 
-// testPolicy returns the project's default seccomp policy.
-func testPolicy(t testing.TB) *policy.Policy {
-	t.Helper()
-	p, err := policy.Default()
-	require.NoError(t, err, "the default seccomp policy must load")
-	return p
-}
-
 // template returns a template over the test rootfs.
 func template(t testing.TB, r *Runtime, repo string) isolate.Template {
-	return isolate.Template{RunID: r.runID, RootFS: testRoot, Repo: repo, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)}
+	return isolate.Template{RunID: r.runID, RootFS: testRoot, Repo: repo, Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
 }
 
 // removeTestCgroupParent removes the tests' parent cgroup once it is empty.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 func TestProbeChoosesAWorkingPlatform(t *testing.T) {
@@ -23,7 +24,7 @@ func TestProbeChoosesAWorkingPlatform(t *testing.T) {
 
 func TestFailClosedWhenRunscMissing(t *testing.T) {
 	for _, p := range []string{"/nonexistent/runsc", "/etc/hostname", "relative/runsc", "/bin/false"} {
-		r, err := New(isolate.HostConfig{RunID: randomID(t), StateDir: t.TempDir(), RunscPath: p})
+		r, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: t.TempDir(), RunscPath: p})
 		require.NoError(t, err)
 		perr := r.Probe(context.Background())
 		require.Error(t, perr, p)

@@ -20,7 +20,7 @@ import (
 // config.json, with the description, allowing only gvisor's declared
 // deviations.
 func TestRenderingMatchesDescription(t *testing.T) {
-	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: testPolicy(t)}
+	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
 	for i, tpl := range isolatetest.Templates("/root-mount", "/seed", base) {
 		d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{SandboxCPUs: "1"})
 		require.NoError(t, err)

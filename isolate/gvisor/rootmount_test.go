@@ -10,55 +10,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace/residency"
 )
 
 // TestRootPageCacheNotShared is the page-cache channel between two
-// invocations. The host first drops the carrier files from its page cache
-// (as memory pressure does to rarely read files); the sender then loads
-// the first page of each file its secret's set bits name, and the receiver
-// times each page's first read (and uses mincore where the policy allows
-// it). Every sandbox reads its root through a superblock of its own, so
-// the receiver must decode at chance; on the shared root this decoded
-// 64/64 on every runtime. The probe run as one invocation must decode the
-// secret, so the receiver is known to work on this host.
+// invocations (see isolatetest.RootPageCacheNotShared). The positive
+// control only shows that the timing receiver works on this host; reads
+// through the gofer scatter on a loaded host, so it gets three tries. The
+// separation check gets one.
 func TestRootPageCacheNotShared(t *testing.T) {
 	r := newTestRuntime(t)
-	probe := func(mode residency.Mode, secret uint64) isolate.Outcome {
-		t.Helper()
-		o := run(t, r, template(t, r, ""), string(residency.Script(mode, secret)))
-		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
-		return o
-	}
-	// The positive control only shows that the timing receiver works on
-	// this host; reads through the gofer scatter on a loaded host, so it
-	// gets three tries. The separation check below gets one.
-	best := 0
-	for try := 0; try < 3 && best < residency.ControlMin; try++ {
-		control, err := residency.Secret()
-		require.NoError(t, err)
-		require.NoError(t, residency.EvictCarriers(testRoot))
-		res, err := residency.Parse(probe(residency.Both, control).Output)
-		require.NoError(t, err)
-		got := residency.Correct(res.Timing, control)
-		t.Logf("positive control (one invocation), try %d: %d/64 by timing, ns %v", try+1, got, res.Ns)
-		best = max(best, got)
-	}
-	require.GreaterOrEqual(t, best, residency.ControlMin,
-		"the receiver cannot tell a page it loaded itself: the probe proves nothing here")
-
-	secret, err := residency.Secret()
-	require.NoError(t, err)
-	require.NoError(t, residency.EvictCarriers(testRoot))
-	probe(residency.Send, secret)
-	res, err := residency.Parse(probe(residency.Recv, 0).Output)
-	require.NoError(t, err)
-	got := residency.Correct(res.Timing, secret)
-	t.Logf("two invocations: %d/64 by timing, ns %v", got, res.Ns)
-	require.LessOrEqual(t, got, residency.ChanceMax, "a later invocation reads the pages an earlier one loaded")
-	if res.Mincore != nil {
-		require.LessOrEqual(t, residency.Correct(*res.Mincore, secret), residency.ChanceMax, "mincore shows an earlier invocation's pages")
-	}
+	evict := func() { require.NoError(t, residency.EvictCarriers(testRoot)) }
+	isolatetest.RootPageCacheNotShared(t, 3, "invocation", evict, func(script string) isolate.Outcome {
+		return run(t, r, template(t, r, ""), script)
+	})
 }
 
 // TestBundleRootIsOwnMount checks that two prepared sandboxes get two
