@@ -64,6 +64,11 @@ const CPUPeriod = 100000
 // own form (libcontainer's, OCI's inside the Sentry, the Engine's JSON).
 const AnnotationPolicy = "awf.seccomp.policy"
 
+// AnnotationNetworkPeer names the one peer of a sandbox that joins a
+// network (Template.Network): the namespace path in the description's
+// network namespace leads there and nowhere else.
+const AnnotationNetworkPeer = "awf.network.peer"
+
 // sandboxEnv is the whole environment of a job.
 var sandboxEnv = []string{
 	"PATH=/usr/bin",
@@ -127,7 +132,15 @@ func Describe(t Template, job Job, h HostConfig) (*specs.Spec, error) {
 		{Type: specs.MountNamespace}, {Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},
 		{Type: specs.PIDNamespace}, {Type: specs.CgroupNamespace},
 	}
-	if !t.Weaken.NoNetNS {
+	switch {
+	case t.Network != nil && t.Weaken.NoNetNS:
+		return nil, errors.New("describe: a network and the NoNetNS weakening exclude each other")
+	case t.Network != nil:
+		if !strings.HasPrefix(t.Network.NetNS, "/") || !t.Network.Peer.IsValid() {
+			return nil, fmt.Errorf("describe: network %q with peer %v: want an absolute namespace path and a peer", t.Network.NetNS, t.Network.Peer)
+		}
+		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: t.Network.NetNS})
+	case !t.Weaken.NoNetNS:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	}
 	mem, swap := l.MemoryBytes, l.MemoryBytes // memory+swap = memory: no swap
@@ -146,6 +159,9 @@ func Describe(t Template, job Job, h HostConfig) (*specs.Spec, error) {
 	ann := map[string]string{}
 	if t.Policy != nil && !t.Weaken.NoSeccomp {
 		ann[AnnotationPolicy] = t.Policy.Name
+	}
+	if t.Network != nil {
+		ann[AnnotationNetworkPeer] = t.Network.Peer.String()
 	}
 	return &specs.Spec{
 		Version: specs.Version,

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/awf-project/awf/policy"
@@ -139,10 +140,30 @@ type Template struct {
 	Limits Limits
 	// Policy is the seccomp policy. A nil Policy is an error: backends fail closed.
 	Policy *policy.Policy
+	// Network, when set, is the sandbox's one network peer (a bounded-agent
+	// enclave, isolate/enclave): the sandbox joins that namespace instead of
+	// a new empty one. Nil is no network at all.
+	Network *Network
 	// Weaken deliberately removes controls. It exists only so that verify's own
 	// tests can prove that its probes fail; nothing reachable from configuration
 	// or from a request may set it.
 	Weaken Weakening
+}
+
+// Network is an existing network namespace whose only link leads to Peer.
+// The namespace, its link and its filters belong to whoever made it
+// (isolate/enclave); a backend only joins it and confines the job to it.
+type Network struct {
+	// NetNS is the path of the network namespace to join.
+	NetNS string
+	// Peer is the one address and port the sandbox may reach.
+	Peer netip.AddrPort
+	// Confine, when set, is called with the host pid of the job's first
+	// process before that process runs the job, and with the sandbox's own
+	// cgroup v2 directory ("" when it has none, as on a hybrid host). It
+	// attaches the per-process controls (cgroup socket hooks). An error
+	// fails the launch.
+	Confine func(pid int, cgroupV2 string) error
 }
 
 // Weakening lists controls that tests may remove to prove that probes can fail.

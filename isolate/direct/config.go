@@ -53,8 +53,9 @@ func (r *Runtime) containerConfig(id, root, lower string, t isolate.Template, d 
 		if !ok {
 			return nil, fmt.Errorf("describe: namespace %q has no libcontainer type", n.Type)
 		}
-		ns = append(ns, configs.Namespace{Type: typ})
-		if typ == configs.NEWNET {
+		// A path joins an existing namespace (an enclave's network).
+		ns = append(ns, configs.Namespace{Type: typ, Path: n.Path})
+		if typ == configs.NEWNET && n.Path == "" {
 			networks = []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}}
 		}
 	}

@@ -243,6 +243,9 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err := sb.afterStart(); err != nil {
 		return err
 	}
+	if err := sb.confineNetwork(); err != nil {
+		return err
+	}
 	return sb.openQuery()
 }
 

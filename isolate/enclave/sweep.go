@@ -1,0 +1,96 @@
+package enclave
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Sweep removes what enclaves of runs other than liveRunID left behind (a
+// crashed broker): their namespaces in NetNSDir, with the links in them,
+// and their cgroups in the cgroup v2 tree. Hooks and filters need no
+// sweep: they are links held by descriptors, which died with the broker,
+// and a filter goes with its interface. A cgroup that still has a process
+// is reported, not forced: the backend's own sweep kills sandboxes first.
+func Sweep(ctx context.Context, liveRunID string) error {
+	keep := func(name string) bool {
+		return !strings.HasPrefix(name, Prefix) || (liveRunID != "" && strings.HasPrefix(name, Prefix+liveRunID+"-"))
+	}
+	var errs []error
+	ents, err := os.ReadDir(NetNSDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("enclave sweep: %w", err)
+	}
+	for _, ent := range ents {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("enclave sweep: %w", err)
+		}
+		if keep(ent.Name()) {
+			continue
+		}
+		p := filepath.Join(NetNSDir, ent.Name())
+		if strings.HasSuffix(ent.Name(), "-p") {
+			if err := deleteLinks(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := removeNetNS(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if root, err := cgroup2Root(); err == nil {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, ent := range ents {
+			if ent.IsDir() && !keep(ent.Name()) {
+				if err := os.Remove(filepath.Join(root, ent.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("cgroup %s: %w", ent.Name(), err))
+				}
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("enclave sweep: %w", err)
+	}
+	return nil
+}
+
+// Leftovers lists the enclave resources of runs other than liveRunID that
+// exist now (for tests and verify's leftover check).
+func Leftovers(liveRunID string) []string {
+	var out []string
+	match := func(name string) bool {
+		return strings.HasPrefix(name, Prefix) && (liveRunID == "" || !strings.HasPrefix(name, Prefix+liveRunID+"-"))
+	}
+	ents, _ := os.ReadDir(NetNSDir)
+	for _, ent := range ents {
+		if match(ent.Name()) {
+			out = append(out, filepath.Join(NetNSDir, ent.Name()))
+		}
+	}
+	if root, err := cgroup2Root(); err == nil {
+		ents, _ := os.ReadDir(root)
+		for _, ent := range ents {
+			if ent.IsDir() && match(ent.Name()) {
+				out = append(out, filepath.Join(root, ent.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// Resources lists every resource of run runID that exists now.
+func Resources(runID string) []string {
+	var out []string
+	for _, p := range Leftovers("") {
+		if strings.HasPrefix(filepath.Base(p), Prefix+runID+"-") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
