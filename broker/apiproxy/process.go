@@ -50,6 +50,11 @@ type Spec struct {
 	// Handoff says that fd 5 carries further listeners (each created in
 	// the agent's network namespace) to serve, until it is closed.
 	Handoff bool
+	// Control says that fd 6 is the control channel (control.go), which
+	// issues enclave capabilities no wider than Enclave; Enclave is
+	// required with it.
+	Control bool
+	Enclave *Limits
 }
 
 // SpecTarget is one upstream of a Spec, without its key.
@@ -181,6 +186,12 @@ type Process struct {
 // when not nil, is the proxy's end of the listener hand-off socket. Start
 // returns once the proxy listens.
 func Start(ctx context.Context, exe, specPath string, keys map[Protocol]string, handoff *os.File, logw io.Writer) (*Process, error) {
+	return StartWithControl(ctx, exe, specPath, keys, handoff, nil, logw)
+}
+
+// StartWithControl is Start with the proxy's end of a control channel
+// (NewControlPair) at fd 6, for a spec with Control set.
+func StartWithControl(ctx context.Context, exe, specPath string, keys map[Protocol]string, handoff, control *os.File, logw io.Writer) (*Process, error) {
 	sr, sw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("api proxy: %w", err)
@@ -197,8 +208,12 @@ func Start(ctx context.Context, exe, specPath string, keys map[Protocol]string, 
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logw, logw
 	cmd.ExtraFiles = []*os.File{sr, rw}
-	if handoff != nil {
+	if handoff != nil || control != nil {
+		// A nil entry leaves its descriptor closed in the child.
 		cmd.ExtraFiles = append(cmd.ExtraFiles, handoff)
+	}
+	if control != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, control)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// From a thread of its own: the parent-death signal follows the forking
@@ -343,6 +358,18 @@ func Serve(ctx context.Context, s Spec) error {
 		h := os.NewFile(fdHandoff, "handoff")
 		go receiveListeners(h, func(l net.Listener) { go serve(l) })
 		defer h.Close()
+	}
+	if s.Control {
+		if s.Enclave == nil {
+			srv.Close()
+			return errors.New("api proxy: a control channel needs the enclave limits")
+		}
+		c := os.NewFile(fdControl, "control")
+		go func() {
+			if err := serveControl(ctx, c, p, *s.Enclave, func(l net.Listener) { go serve(l) }); err != nil {
+				fmt.Fprintf(os.Stderr, "awf api-proxy: %v\n", err)
+			}
+		}()
 	}
 	if _, err := fmt.Fprintf(ready, "ready %s %s\n", l.Addr(), token); err != nil {
 		srv.Close()
