@@ -32,7 +32,7 @@ func cmdBroker(ctx context.Context, e env) int {
 		fmt.Fprint(e.stderr, brokerUsage)
 		return 2
 	}
-	cfg, err := config.LoadFile(e.args[1], e.stdin)
+	cfg, err := config.LoadPath(e.args[1], e.stdin)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1

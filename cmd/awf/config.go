@@ -20,14 +20,17 @@ import (
 
 const configValidateUsage = `usage: awf config validate [--preflight] [--config] FILE|-
 
-Loads FILE ("-" for standard input) exactly as awf run does, then runs every
+Loads FILE ("-" for standard input, which must not be a terminal) exactly
+as awf run does: JSON for .json, YAML for .yaml and .yml, and otherwise JSON
+if the document starts with "{" and YAML if not. Then it runs every
 check of awf run that needs no staging: the agent user (exists, not root),
 each local source (an existing directory), a staging credential for each
 remote source, GITHUB_SERVER_URL. With --preflight it also checks this host
 as awf run would: root, the bounded-query CLI next to awf, the configured
 root filesystem, and the runtime (the Docker socket from dockerSocket or
 DOCKER_HOST, runsc for gvisor). Every problem is reported, one per line,
-with its JSON path (and line:column for a syntax error). Exits 0 if there
+with its JSON path (and FILE:LINE:COLUMN for a JSON syntax error and for
+every YAML problem). Exits 0 if there
 is none, 1 if there are any, 2 on usage errors.
 `
 
@@ -83,11 +86,11 @@ func configValidate(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf config validate: %d problem(s); awf run would refuse this configuration\n", len(problems))
 		return 1
 	}
-	src, err := readConfigSource(*path, e.stdin)
+	src, err := config.ReadSource(*path, e.stdin)
 	if err != nil {
 		return report([]string{err.Error()})
 	}
-	c, err := config.Load(src)
+	c, err := config.LoadSource(*path, src)
 	if err != nil {
 		return report(loadProblems(*path, src, err))
 	}
@@ -108,35 +111,31 @@ func configValidate(ctx context.Context, e env) int {
 	return 0
 }
 
-// readConfigSource reads the file as config.LoadFile does.
-func readConfigSource(path string, stdin io.Reader) ([]byte, error) {
-	r := stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	src, err := io.ReadAll(io.LimitReader(r, config.MaxConfigBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", path, err)
-	}
-	return src, nil
-}
-
-// loadProblems splits the loader's error into its problems (it joins them
-// with "; ") and gives a syntax error its line and column.
+// loadProblems splits the loader's error into its problems (a JSON error
+// joins them with "; "; a YAML error lists them, each with its place) and
+// gives a syntax error its line and column.
 func loadProblems(path string, src []byte, err error) []string {
+	name := config.DisplayName(path)
+	var ye *config.YAMLError
+	if errors.As(err, &ye) {
+		out := make([]string, 0, len(ye.Problems))
+		for _, p := range ye.Problems {
+			if p.Line > 0 {
+				out = append(out, name+":"+p.String())
+			} else {
+				out = append(out, p.String())
+			}
+		}
+		return out
+	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		line, col := lineCol(src, se.Offset)
-		return []string{fmt.Sprintf("%s:%d:%d: %v", path, line, col, err)}
+		return []string{fmt.Sprintf("%s:%d:%d: %v", name, line, col, err)}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		line, col := lineCol(src, int64(len(src)))
-		return []string{fmt.Sprintf("%s:%d:%d: %v (the document ends before it is complete)", path, line, col, err)}
+		return []string{fmt.Sprintf("%s:%d:%d: %v (the document ends before it is complete)", name, line, col, err)}
 	}
 	msg := strings.TrimPrefix(err.Error(), "config: ")
 	return strings.Split(msg, "; ")

@@ -53,7 +53,7 @@ func cmdRun(ctx context.Context, e env) int {
 		return 2
 	}
 	argv := args[1:]
-	cfg, err := config.LoadFile(cfgPath, e.stdin)
+	cfg, err := config.LoadPath(cfgPath, e.stdin)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
