@@ -37,12 +37,8 @@ var RuntimeChecks = []string{
 // filterProbe is the job whose live process verify reads the filter from.
 var filterProbe = Probe{
 	ID: "filter/loaded", Group: "filter",
-	Title:  "Reads the seccomp filter of a live sandboxed process with PTRACE_SECCOMP_GET_FILTER, decodes it and compares it with the golden table of the policy in use.",
-	OnFail: "The filter the kernel enforces is not the reviewed policy.",
-	body: `import time
-time.sleep(1.0)
-answer({"alive": True})
-`,
+	Title:   "Reads the seccomp filter of a live sandboxed process with PTRACE_SECCOMP_GET_FILTER, decodes it and compares it with the golden table of the policy in use.",
+	OnFail:  "The filter the kernel enforces is not the reviewed policy.",
 	schema:  sObj("alive", sBool),
 	check:   checkEqual(map[string]any{"alive": true}),
 	example: `{"alive":true}`,

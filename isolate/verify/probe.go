@@ -2,8 +2,10 @@ package verify
 
 import (
 	"bytes"
+	"embed"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"text/template"
@@ -23,7 +25,7 @@ type Probe struct {
 	// OnFail says what a FAIL means for the operator.
 	OnFail string
 
-	body   string                // Python, rendered with params after the prelude
+	body   string                // Python built in Go; "" for a probe whose script is probes/<ID>.py
 	schema string                // finite schema of the answer
 	limits func(*isolate.Limits) // nil = default limits
 	check  func(c *probeCtx) (Status, string)
@@ -81,9 +83,33 @@ func py(v any) (string, error) {
 
 var funcs = template.FuncMap{"py": py}
 
+// probeScripts are the probes' Python scripts, one file a probe, named by
+// its ID: a reviewer reads, lints and runs them as Python, not as Go
+// string literals. A script is a text/template with <% %> delimiters over
+// params, run after the prelude.
+//
+//go:embed probes/*/*.py
+var probeScripts embed.FS
+
+// script returns p's Python: its file, or the body built in Go.
+func (p *Probe) script() (string, error) {
+	if p.body != "" {
+		return p.body, nil
+	}
+	b, err := probeScripts.ReadFile(path.Join("probes", p.ID+".py"))
+	if err != nil {
+		return "", fmt.Errorf("probe %s: script: %w", p.ID, err)
+	}
+	return string(b), nil
+}
+
 // render returns the complete script of p.
 func (p *Probe) render(pr params) ([]byte, error) {
-	t, err := template.New(p.ID).Delims("<%", "%>").Funcs(funcs).Option("missingkey=error").Parse(prelude + "\n# probe " + p.ID + "\n" + p.body)
+	body, err := p.script()
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New(p.ID).Delims("<%", "%>").Funcs(funcs).Option("missingkey=error").Parse(prelude + "\n# probe " + p.ID + "\n" + body)
 	if err != nil {
 		return nil, fmt.Errorf("probe %s: template: %w", p.ID, err)
 	}

@@ -11,10 +11,8 @@ func controlProbes() []Probe {
 	return []Probe{
 		{
 			ID: "ctl/python", Group: "control",
-			Title:  "The interpreter starts, runs in /query as its working directory, and writes an answer.",
-			OnFail: "The sandbox cannot run a query at all; every other verdict is unproven.",
-			body: `answer({"ran": True, "cwd": os.getcwd() == QUERY})
-`,
+			Title:   "The interpreter starts, runs in /query as its working directory, and writes an answer.",
+			OnFail:  "The sandbox cannot run a query at all; every other verdict is unproven.",
 			schema:  sObj("ran", sBool, "cwd", sBool),
 			check:   checkEqual(map[string]any{"ran": true, "cwd": true}),
 			example: `{"ran":true,"cwd":true}`,
@@ -23,21 +21,6 @@ func controlProbes() []Probe {
 			ID: "ctl/repo-view", Group: "control",
 			Title:  "The seed is visible at /query/repo with its content, and a new file can be created at its top.",
 			OnFail: "Queries would not see the repository, or could not use it as a working tree.",
-			body: `marker = False
-try:
-    with open(os.path.join(REPO, <% .SeedMarker | py %>)) as f:
-        marker = f.read() == <% .SeedValue | py %>
-except OSError:
-    pass
-try:
-    entries = min(len(os.listdir(REPO)), 64)
-except OSError:
-    entries = 0
-def create():
-    with open(os.path.join(REPO, "new-file.txt"), "w") as f:
-        f.write("x")
-answer({"marker": marker, "entries": entries, "create": attempt("create", create)})
-`,
 			schema: sObj("marker", sBool, "entries", sInt(0, 64), "create", sErrno),
 			check: func(c *probeCtx) (Status, string) {
 				want := map[string]any{"marker": true, "entries": int64(c.fx.seedEntries), "create": "ok"}
@@ -47,79 +30,40 @@ answer({"marker": marker, "entries": entries, "create": attempt("create", create
 		},
 		{
 			ID: "ctl/repo-modify", Group: "control",
-			Title:  "Appends to an existing seed file, deletes one, and creates a file in a seed subdirectory, through the private view.",
-			OnFail: "The view is not a usable working tree: scripts cannot change the files they were given (for example git operations fail).",
-			body: `def modify():
-    with open(os.path.join(REPO, "README.md"), "a") as f:
-        f.write("changed\n")
-def subdir():
-    with open(os.path.join(REPO, "src", "new.py"), "w") as f:
-        f.write("x")
-def delete():
-    os.unlink(os.path.join(REPO, "src", "data.json"))
-answer({"modify": attempt("modify", modify), "subdir": attempt("subdir", subdir), "delete": attempt("delete", delete)})
-`,
+			Title:   "Appends to an existing seed file, deletes one, and creates a file in a seed subdirectory, through the private view.",
+			OnFail:  "The view is not a usable working tree: scripts cannot change the files they were given (for example git operations fail).",
 			schema:  errnoFields("modify", "subdir", "delete"),
 			check:   checkEqual(map[string]any{"modify": "ok", "subdir": "ok", "delete": "ok"}),
 			example: `{"modify":"ok","subdir":"ok","delete":"ok"}`,
 		},
 		{
 			ID: "ctl/writable-areas", Group: "control",
-			Title:  "/query and /tmp are writable by the script.",
-			OnFail: "Scripts cannot write their answer or scratch files.",
-			body: `def w(p):
-    def f():
-        with open(p, "w") as fh:
-            fh.write("x")
-        os.unlink(p)
-    return f
-answer({"query": attempt("query", w(os.path.join(QUERY, "scratch"))), "tmp": attempt("tmp", w("/tmp/scratch"))})
-`,
+			Title:   "/query and /tmp are writable by the script.",
+			OnFail:  "Scripts cannot write their answer or scratch files.",
 			schema:  errnoFields("query", "tmp"),
 			check:   checkEqual(map[string]any{"query": "ok", "tmp": "ok"}),
 			example: `{"query":"ok","tmp":"ok"}`,
 		},
 		{
 			ID: "ctl/threads", Group: "control",
-			Title:  "Threads work and the standard library imports (json, hashlib, re).",
-			OnFail: "Ordinary stdlib scripts would fail; the policy or limits are too tight.",
-			body: `import threading, hashlib, re
-res = []
-def work(i):
-    res.append(hashlib.sha256(str(i).encode()).hexdigest()[:4])
-ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-for t in ts: t.start()
-for t in ts: t.join()
-answer({"threads": len(res), "re": bool(re.match(r"^[0-9a-f]{4}$", res[0]))})
-`,
+			Title:   "Threads work and the standard library imports (json, hashlib, re).",
+			OnFail:  "Ordinary stdlib scripts would fail; the policy or limits are too tight.",
 			schema:  sObj("threads", sInt(0, 16), "re", sBool),
 			check:   checkEqual(map[string]any{"threads": int64(4), "re": true}),
 			example: `{"threads":4,"re":true}`,
 		},
 		{
 			ID: "ctl/ctypes", Group: "control",
-			Title:  "ctypes can make a harmless raw system call (getpid), so the privilege probes' raw calls are meaningful.",
-			OnFail: "The privilege probes cannot attribute a failure to the attacked call; their verdicts are unproven.",
-			body: `r, v = sysc("getpid")
-answer({"getpid": r})
-`,
+			Title:   "ctypes can make a harmless raw system call (getpid), so the privilege probes' raw calls are meaningful.",
+			OnFail:  "The privilege probes cannot attribute a failure to the attacked call; their verdicts are unproven.",
 			schema:  errnoFields("getpid"),
 			check:   checkEqual(map[string]any{"getpid": "ok"}),
 			example: `{"getpid":"ok"}`,
 		},
 		{
 			ID: "ctl/plant", Group: "control",
-			Title:  "Leaves marker files in /query, /query/repo and /tmp for fs/earlier-invocations to look for.",
-			OnFail: "The writable areas do not work; fs/earlier-invocations is unproven.",
-			body: `tok = <% .PlantToken | py %>
-res = {}
-for key, d in (("query", QUERY), ("repo", REPO), ("tmp", "/tmp")):
-    def f(d=d):
-        with open(os.path.join(d, tok), "w") as fh:
-            fh.write(tok)
-    res[key] = attempt(key, f)
-answer(res)
-`,
+			Title:   "Leaves marker files in /query, /query/repo and /tmp for fs/earlier-invocations to look for.",
+			OnFail:  "The writable areas do not work; fs/earlier-invocations is unproven.",
 			schema:  errnoFields("query", "repo", "tmp"),
 			check:   checkEqual(map[string]any{"query": "ok", "repo": "ok", "tmp": "ok"}),
 			example: `{"query":"ok","repo":"ok","tmp":"ok"}`,

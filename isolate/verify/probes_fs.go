@@ -39,10 +39,6 @@ func filesystemProbes() []Probe {
 			ID: "fs/host-paths", Group: "filesystem",
 			Title:  "Looks for host-only paths: files that exist on the host but not in the root filesystem, and verify's own work directory.",
 			OnFail: "Host files are visible in the sandbox.",
-			body: `paths = <% .HostOnly | py %>
-seen = [i for i, p in enumerate(paths) if os.path.lexists(p)]
-answer({"visible": len(seen), "first": seen[0] if seen else -1})
-`,
 			schema: sObj("visible", sInt(0, 64), "first", sInt(-1, 63)),
 			check: func(c *probeCtx) (Status, string) {
 				if n := c.num("visible"); n > 0 {
@@ -59,60 +55,24 @@ answer({"visible": len(seen), "first": seen[0] if seen else -1})
 		},
 		{
 			ID: "fs/proc-kcore", Group: "filesystem",
-			Title:  "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
-			OnFail: "Kernel memory or logs are readable from the sandbox.",
-			body: `def rd(p):
-    def f():
-        with open(p, "rb") as fh:
-            if masked(fh.fileno()):
-                return "masked"
-            if not fh.read(16):
-                raise OSError(errno.ENOENT, "empty")
-    return f
-answer({"kcore": attempt("kcore", rd("/proc/kcore")), "kmsg": attempt("kmsg", rd("/proc/kmsg")),
-        "timer_list": attempt("timer_list", rd("/proc/timer_list"))})
-`,
+			Title:   "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
+			OnFail:  "Kernel memory or logs are readable from the sandbox.",
 			schema:  errnoFields("kcore", "kmsg", "timer_list"),
 			check:   checkAllBlocked("kcore", "kmsg", "timer_list"),
 			example: `{"kcore":"EACCES","kmsg":"EACCES","timer_list":"EACCES"}`,
 		},
 		{
 			ID: "fs/proc-sys-write", Group: "filesystem",
-			Title:  "Opens /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and /proc/sysrq-trigger for writing.",
-			OnFail: "The sandbox can change kernel settings or trigger sysrq actions.",
-			body: `def wr(p):
-    def f():
-        fd = os.open(p, os.O_WRONLY)
-        m = masked(fd)
-        os.close(fd)
-        return "masked" if m else None
-    return f
-answer({"hostname": attempt("hostname", wr("/proc/sys/kernel/hostname")),
-        "drop_caches": attempt("drop_caches", wr("/proc/sys/vm/drop_caches")),
-        "sysrq": attempt("sysrq", wr("/proc/sysrq-trigger"))})
-`,
+			Title:   "Opens /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and /proc/sysrq-trigger for writing.",
+			OnFail:  "The sandbox can change kernel settings or trigger sysrq actions.",
 			schema:  errnoFields("hostname", "drop_caches", "sysrq"),
 			check:   checkAllBlocked("hostname", "drop_caches", "sysrq"),
 			example: `{"hostname":"EROFS","drop_caches":"EROFS","sysrq":"EROFS"}`,
 		},
 		{
 			ID: "fs/sys", Group: "filesystem",
-			Title:  "Writes under /sys, creates a cgroup under /sys/fs/cgroup, and lists /sys/firmware.",
-			OnFail: "The sandbox can change host settings through sysfs or cgroupfs, or read firmware tables.",
-			body: `def wr(p):
-    def f():
-        fd = os.open(p, os.O_WRONLY)
-        m = masked(fd)
-        os.close(fd)
-        return "masked" if m else None
-    return f
-def firmware():
-    if not os.listdir("/sys/firmware"):
-        raise OSError(errno.ENOENT, "empty")
-answer({"thp": attempt("thp", wr("/sys/kernel/mm/transparent_hugepage/enabled")),
-        "cgroup": attempt("cgroup", lambda: os.mkdir("/sys/fs/cgroup/awf-verify-probe")),
-        "firmware": attempt("firmware", firmware)})
-`,
+			Title:   "Writes under /sys, creates a cgroup under /sys/fs/cgroup, and lists /sys/firmware.",
+			OnFail:  "The sandbox can change host settings through sysfs or cgroupfs, or read firmware tables.",
 			schema:  errnoFields("thp", "cgroup", "firmware"),
 			check:   checkAllBlocked("thp", "cgroup", "firmware"),
 			example: `{"thp":"EROFS","cgroup":"ENOENT","firmware":"ENOENT"}`,
@@ -121,42 +81,6 @@ answer({"thp": attempt("thp", wr("/sys/kernel/mm/transparent_hugepage/enabled"))
 			ID: "fs/writable-mounts", Group: "filesystem",
 			Title:  "Tries to create a file in every directory and mount point outside /query, /tmp, /dev/shm, /proc and /sys.",
 			OnFail: "A directory outside the writable areas accepts new files.",
-			body: `allowed = (QUERY, "/tmp", "/dev/shm", "/dev/mqueue", "/proc", "/sys")
-def under(p, roots):
-    return any(p == r or p.startswith(r + "/") for r in roots)
-dirs = {"/"}
-for top in os.listdir("/"):
-    p = "/" + top
-    if os.path.isdir(p) and not os.path.islink(p) and not under(p, allowed):
-        dirs.add(p)
-        for p2, e in walk_names(p, skip=()):
-            if e.is_dir(follow_symlinks=False) and not under(p2, allowed):
-                dirs.add(p2)
-try:
-    with open("/proc/self/mountinfo") as f:
-        for l in f:
-            mp = l.split()[4]
-            if not under(mp, allowed) and os.path.isdir(mp):
-                dirs.add(mp)
-except OSError:
-    pass
-tops = ["/", "/etc", "/usr", "/lib", "/lib64", "/dev", "/awf", "/var", "/run", "/home", "/root"]
-writable = []
-for d in sorted(dirs):
-    p = os.path.join(d, ".awf-verify-probe")
-    try:
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        os.unlink(p)
-        writable.append(d)
-    except OSError:
-        pass
-first = "none"
-if writable:
-    t = "/" + writable[0].split("/")[1] if writable[0] != "/" else "/"
-    first = t if t in tops else "other"
-answer({"checked": min(len(dirs), 4096), "writable": min(len(writable), 64), "first": first})
-`,
 			schema: sObj("checked", sInt(0, 4096), "writable", sInt(0, 64), "first", sEnum("none", "/", "/etc", "/usr", "/lib", "/lib64", "/dev", "/awf", "/var", "/run", "/home", "/root", "other")),
 			check: func(c *probeCtx) (Status, string) {
 				if n := c.num("writable"); n > 0 {
@@ -170,19 +94,6 @@ answer({"checked": min(len(dirs), 4096), "writable": min(len(writable), 64), "fi
 			ID: "fs/mountinfo", Group: "filesystem",
 			Title:  "Reads /proc/self/mountinfo and looks for other seeds, the sibling directory and host paths in it.",
 			OnFail: "The mount table reveals other repositories or host layout to the script.",
-			body: `text = ""
-try:
-    with open("/proc/self/mountinfo") as f:
-        text = f.read()
-except OSError:
-    pass
-prefixes = <% .HostPrefixes | py %>
-lines = text.splitlines()
-answer({"mounts": min(len(lines), 64),
-        "other_seed": <% .OtherMarker | py %> in text,
-        "sibling": <% .SiblingMarker | py %> in text,
-        "host_paths": min(sum(1 for l in lines if any(p in l for p in prefixes)), 64)})
-`,
 			schema: sObj("mounts", sInt(0, 64), "other_seed", sBool, "sibling", sBool, "host_paths", sInt(0, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				if c.flag("other_seed") || c.flag("sibling") {
@@ -199,17 +110,6 @@ answer({"mounts": min(len(lines), 64),
 			ID: "fs/seed-parent", Group: "filesystem",
 			Title:  "Climbs out of /query/repo (.., ../.., absolute guesses) and searches the whole tree for a file that sits beside the seed on the host.",
 			OnFail: "The seed's host directory, or its neighbours, are reachable.",
-			body: `name = <% .SiblingMarker | py %>
-found = False
-for p in (os.path.join(REPO, "..", name), os.path.join(REPO, "..", "..", name), "/" + name):
-    found = found or os.path.lexists(p)
-walked = 0
-for p, e in walk_names("/"):
-    walked += 1
-    if e.name in (name, <% .SiblingDir | py %>):
-        found = True
-answer({"found": found, "walked": min(walked, 100000), "parent_is_query": os.path.realpath(os.path.join(REPO, "..")) == QUERY})
-`,
 			schema: sObj("found", sBool, "walked", sInt(0, 100000), "parent_is_query", sBool),
 			check: func(c *probeCtx) (Status, string) {
 				if c.flag("found") {
@@ -224,26 +124,16 @@ answer({"found": found, "walked": min(walked, 100000), "parent_is_query": os.pat
 		},
 		{
 			ID: "fs/other-seeds", Group: "filesystem",
-			Title:  "Searches the whole tree for a file of another staged seed.",
-			OnFail: "The sandbox sees a repository other than the one it was given.",
-			body: `name = <% .OtherMarker | py %>
-found = any(e.name == name for p, e in walk_names("/"))
-answer({"found": found})
-`,
+			Title:   "Searches the whole tree for a file of another staged seed.",
+			OnFail:  "The sandbox sees a repository other than the one it was given.",
 			schema:  sObj("found", sBool),
 			check:   checkEqual(map[string]any{"found": false}),
 			example: `{"found":false}`,
 		},
 		{
 			ID: "fs/earlier-invocations", Group: "filesystem",
-			Title:  "Looks for the files ctl/plant left in /query, /query/repo, /tmp and /dev/shm in an earlier sandbox.",
-			OnFail: "State survives between invocations: one query can pass data to the next.",
-			body: `tok = <% .PlantToken | py %>
-found = any(e.name == tok for p, e in walk_names("/"))
-for d in (QUERY, REPO, "/tmp", "/dev/shm"):
-    found = found or os.path.lexists(os.path.join(d, tok))
-answer({"found": found})
-`,
+			Title:   "Looks for the files ctl/plant left in /query, /query/repo, /tmp and /dev/shm in an earlier sandbox.",
+			OnFail:  "State survives between invocations: one query can pass data to the next.",
 			schema:  sObj("found", sBool),
 			check:   checkEqual(map[string]any{"found": false}),
 			example: `{"found":false}`,
@@ -252,24 +142,6 @@ answer({"found": found})
 			ID: "fs/dev", Group: "filesystem",
 			Title:  "Looks for device nodes beyond null, zero, full, random, urandom and tty, and opens /dev/mem.",
 			OnFail: "Raw devices are reachable from the sandbox.",
-			body: `import stat
-ok = {"null", "zero", "full", "random", "urandom", "tty", "console", "ptmx"}
-named = <% .DevNames | py %>
-extra, mask = 0, 0
-for p, e in walk_names("/dev", skip=()):
-    try:
-        m = os.lstat(p).st_mode
-    except OSError:
-        continue
-    if (stat.S_ISCHR(m) or stat.S_ISBLK(m)) and e.name not in ok and not p.startswith("/dev/pts/"):
-        extra += 1
-        if p[5:] in named:
-            mask |= 1 << named.index(p[5:])
-def mem():
-    with open("/dev/mem", "rb") as f:
-        f.read(1)
-answer({"extra_nodes": min(extra, 64), "named": mask, "mem": attempt("mem", mem)})
-`,
 			schema: sObj("extra_nodes", sInt(0, 64), "named", sInt(0, 1<<len(devNames)-1), "mem", sErrno),
 			check: func(c *probeCtx) (Status, string) {
 				n := c.num("extra_nodes")
@@ -299,18 +171,8 @@ answer({"extra_nodes": min(extra, 64), "named": mask, "mem": attempt("mem", mem)
 		procInodeProbe(),
 		{
 			ID: "fs/tmp-noexec", Group: "filesystem",
-			Title:  "Copies the interpreter into /tmp and tries to execute the copy.",
-			OnFail: "Scripts can drop and run their own binaries from /tmp.",
-			body: `import shutil
-dst = "/tmp/awf-verify-exec"
-copy = attempt("copy", lambda: shutil.copyfile("/usr/bin/python3", dst))
-chmod = attempt("chmod", lambda: os.chmod(dst, 0o755)) if copy == "ok" else "other"
-res = {"copy": copy, "chmod": chmod, "exec": "other"}
-if copy == "ok":
-    code = "import json; json.dump(" + json.dumps(dict(res, exec="ok")) + ", open(" + repr(OUT) + ", 'w'), separators=(',', ':'))"
-    res["exec"] = attempt("exec", lambda: os.execv(dst, [dst, "-I", "-S", "-c", code]))
-answer(res)
-`,
+			Title:   "Copies the interpreter into /tmp and tries to execute the copy.",
+			OnFail:  "Scripts can drop and run their own binaries from /tmp.",
 			schema:  errnoFields("copy", "chmod", "exec"),
 			check:   checkAllBlocked("exec"),
 			example: `{"copy":"ok","chmod":"ok","exec":"EACCES"}`,
@@ -439,28 +301,6 @@ func procInodeProbe() Probe {
 		ID: "fs/proc-inode-counter", Group: "filesystem",
 		Title:  "Stats /proc/self and fresh /proc/self/fd entries and compares their inode numbers with the host's inode counter (get_next_ino) around the run.",
 		OnFail: "Scripts can read the host-wide inode counter through /proc, and move it with lookups: one query can signal to the next.",
-		body: `res = {"proc": "ok", "batch": -1, "ino": -1}
-try:
-    step("stat")
-    res["ino"] = min(os.stat("/proc/self/").st_ino, 1 << 32)
-    for i in range(3 * 1024):
-        fd = os.open("/dev/null", os.O_RDONLY)
-        try:
-            ino = os.lstat("/proc/self/fd/%d" % fd).st_ino
-        finally:
-            os.close(fd)
-        try:
-            os.lstat("/proc/self/fd/%d" % fd)  # drops the entry: the next lookup is fresh
-        except OSError:
-            pass
-        res["ino"] = min(ino, 1 << 32)
-        if ino % 1024 == 1:
-            res["batch"] = ino - 1
-            break
-except OSError as e:
-    res["proc"] = oserr(e)
-answer(res)
-`,
 		schema: sObj("proc", sErrno, "batch", sInt(-1, 1<<32), "ino", sInt(-1, 1<<32)),
 		check: func(c *probeCtx) (Status, string) {
 			proc, batch, ino := c.str("proc"), c.num("batch"), c.num("ino")

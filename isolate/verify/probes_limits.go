@@ -44,134 +44,63 @@ func limitProbes() []Probe {
 	return []Probe{
 		{
 			ID: "limit/memory", Group: "limits",
-			Title:  "Allocates and touches 8 MiB blocks under a 64 MiB memory limit (stops at 512 MiB).",
-			OnFail: "The memory limit does not hold or is not reported as oom.",
-			limits: func(l *isolate.Limits) { l.MemoryBytes = probeMemoryBytes; l.Wall = 20 * time.Second },
-			body: `blocks = []
-step("allocate")
-while len(blocks) * (8 << 20) < <% .BombCap %>:
-    blocks.append(b"\x01" * (8 << 20))
-answer({"allocated_mib": min(len(blocks) * 8, 4096)})
-`,
+			Title:       "Allocates and touches 8 MiB blocks under a 64 MiB memory limit (stops at 512 MiB).",
+			OnFail:      "The memory limit does not hold or is not reported as oom.",
+			limits:      func(l *isolate.Limits) { l.MemoryBytes = probeMemoryBytes; l.Wall = 20 * time.Second },
 			schema:      sObj("allocated_mib", sInt(0, 4096)),
 			check:       kindCheck(isolate.KindOOM, "memory limit"),
 			exampleKind: isolate.KindOOM,
 		},
 		{
 			ID: "limit/pids", Group: "limits",
-			Title:  "Starts threads (the sandbox's fork) until creation fails, under a pids limit of 16 (stops at 256).",
-			OnFail: "The pids limit does not hold or is not reported as pids-limit: a fork bomb would exhaust the host.",
-			limits: func(l *isolate.Limits) { l.Pids = probePids; l.Wall = 20 * time.Second },
-			body: `import threading
-ev = threading.Event()
-ts = []
-step("threads")
-while len(ts) < <% .ThreadCap %>:
-    t = threading.Thread(target=ev.wait, daemon=True)
-    t.start()
-    ts.append(t)
-ev.set()
-answer({"threads": len(ts)})
-`,
+			Title:       "Starts threads (the sandbox's fork) until creation fails, under a pids limit of 16 (stops at 256).",
+			OnFail:      "The pids limit does not hold or is not reported as pids-limit: a fork bomb would exhaust the host.",
+			limits:      func(l *isolate.Limits) { l.Pids = probePids; l.Wall = 20 * time.Second },
 			schema:      sObj("threads", sInt(0, 4096)),
 			check:       kindCheck(isolate.KindPidsLimit, "pids limit"),
 			exampleKind: isolate.KindPidsLimit,
 		},
 		{
 			ID: "limit/fsize", Group: "limits",
-			Title:  "Writes 2 MiB to one file in /query/repo under a 1 MiB file-size limit and lets the error end the script.",
-			OnFail: "RLIMIT_FSIZE does not hold, or a script that hits it is not reported as file-size-limit.",
-			limits: func(l *isolate.Limits) { l.FileSizeBytes = probeFileSize },
-			body: `step("write")
-with open(os.path.join(REPO, "big"), "wb") as f:
-    for i in range(32):
-        f.write(b"\0" * (64 << 10))
-        f.flush()
-answer({"written": True})
-`,
+			Title:       "Writes 2 MiB to one file in /query/repo under a 1 MiB file-size limit and lets the error end the script.",
+			OnFail:      "RLIMIT_FSIZE does not hold, or a script that hits it is not reported as file-size-limit.",
+			limits:      func(l *isolate.Limits) { l.FileSizeBytes = probeFileSize },
 			schema:      sObj("written", sBool),
 			check:       kindCheck(isolate.KindFileSizeLimit, "file-size limit"),
 			exampleKind: isolate.KindFileSizeLimit,
 		},
 		{
 			ID: "limit/fsize-errno", Group: "limits",
-			Title:  "Writes 2 MiB to one file in /query/repo with Python's default SIGXFSZ handling (ignored): the write must fail with EFBIG at 1 MiB.",
-			OnFail: "RLIMIT_FSIZE does not hold for the repository view.",
-			limits: func(l *isolate.Limits) { l.FileSizeBytes = probeFileSize },
-			body: `n = 0
-err = "ok"
-try:
-    step("write")
-    with open(os.path.join(REPO, "big"), "wb", buffering=0) as f:
-        while n < (2 << 20):
-            n += f.write(b"\0" * (64 << 10))
-except OSError as e:
-    err = oserr(e)
-answer({"err": err, "within_limit": n <= <% .Limits.FileSizeBytes %>})
-`,
+			Title:   "Writes 2 MiB to one file in /query/repo with Python's default SIGXFSZ handling (ignored): the write must fail with EFBIG at 1 MiB.",
+			OnFail:  "RLIMIT_FSIZE does not hold for the repository view.",
+			limits:  func(l *isolate.Limits) { l.FileSizeBytes = probeFileSize },
 			schema:  sObj("err", sErrno, "within_limit", sBool),
 			check:   checkEqual(map[string]any{"err": "EFBIG", "within_limit": true}),
 			example: `{"err":"EFBIG","within_limit":true}`,
 		},
 		{
 			ID: "limit/tmpfs-fill", Group: "limits",
-			Title:  "Fills /tmp and /query (4 MiB each) with 256 KiB files until the write fails.",
-			OnFail: "A tmpfs is not size-capped: the script could fill host memory.",
-			limits: func(l *isolate.Limits) { l.TmpTmpfsBytes = probeTmpfsBytes; l.QueryTmpfsBytes = probeTmpfsBytes },
-			body: `def fill(d, cap):
-    n, i, err = 0, 0, "ok"
-    try:
-        while n < cap:
-            with open(os.path.join(d, "fill-%d" % i), "wb") as f:
-                f.write(b"\1" * (256 << 10))
-            n += 256 << 10
-            i += 1
-    except OSError as e:
-        err = oserr(e)
-    for j in range(i + 1):
-        try: os.unlink(os.path.join(d, "fill-%d" % j))
-        except OSError: pass
-    return err, n
-cap = 4 * <% .Limits.TmpTmpfsBytes %>
-step("tmp")
-te, tn = fill("/tmp", cap)
-step("query")
-qe, qn = fill(QUERY, cap)
-answer({"tmp": te, "tmp_within": tn <= <% .Limits.TmpTmpfsBytes %>, "query": qe, "query_within": qn <= <% .Limits.QueryTmpfsBytes %>})
-`,
+			Title:   "Fills /tmp and /query (4 MiB each) with 256 KiB files until the write fails.",
+			OnFail:  "A tmpfs is not size-capped: the script could fill host memory.",
+			limits:  func(l *isolate.Limits) { l.TmpTmpfsBytes = probeTmpfsBytes; l.QueryTmpfsBytes = probeTmpfsBytes },
 			schema:  sObj("tmp", sErrno, "tmp_within", sBool, "query", sErrno, "query_within", sBool),
 			check:   checkEqual(map[string]any{"tmp": "ENOSPC", "tmp_within": true, "query": "ENOSPC", "query_within": true}),
 			example: `{"tmp":"ENOSPC","tmp_within":true,"query":"ENOSPC","query_within":true}`,
 		},
 		{
 			ID: "limit/nofile", Group: "limits",
-			Title:  "Opens /dev/null until it fails, under RLIMIT_NOFILE 64 (stops at 4096).",
-			OnFail: "The descriptor limit does not hold.",
-			limits: func(l *isolate.Limits) { l.NoFile = probeNoFile },
-			body: `fds, err = [], "ok"
-try:
-    while len(fds) < 4096:
-        fds.append(os.open("/dev/null", os.O_RDONLY))
-except OSError as e:
-    err = oserr(e)
-n = len(fds)
-for fd in fds:
-    os.close(fd)
-answer({"err": err, "within_limit": n <= <% .Limits.NoFile %>})
-`,
+			Title:   "Opens /dev/null until it fails, under RLIMIT_NOFILE 64 (stops at 4096).",
+			OnFail:  "The descriptor limit does not hold.",
+			limits:  func(l *isolate.Limits) { l.NoFile = probeNoFile },
 			schema:  sObj("err", sErrno, "within_limit", sBool),
 			check:   checkEqual(map[string]any{"err": "EMFILE", "within_limit": true}),
 			example: `{"err":"EMFILE","within_limit":true}`,
 		},
 		{
 			ID: "limit/timeout", Group: "limits",
-			Title:  "Spins the CPU forever under a 3 s wall-clock deadline.",
-			OnFail: "The deadline does not stop a runaway script, or is not reported as timeout.",
-			limits: func(l *isolate.Limits) { l.Wall = 3 * time.Second },
-			body: `step("spin")
-while True:
-    pass
-`,
+			Title:       "Spins the CPU forever under a 3 s wall-clock deadline.",
+			OnFail:      "The deadline does not stop a runaway script, or is not reported as timeout.",
+			limits:      func(l *isolate.Limits) { l.Wall = 3 * time.Second },
 			schema:      sObj("done", sBool),
 			check:       kindCheck(isolate.KindTimeout, "wall-clock deadline"),
 			exampleKind: isolate.KindTimeout,
@@ -181,14 +110,6 @@ while True:
 			Title:  "Writes 64 MiB to stdout and to stderr, then answers: the broker must drain and discard it, keeping only a bounded capture.",
 			OnFail: "Output floods block the script or grow the broker's memory.",
 			limits: func(l *isolate.Limits) { l.Wall = 20 * time.Second },
-			body: `chunk = b"x" * (64 << 10)
-n = 0
-while n < <% .FloodBytes %>:
-    os.write(1, chunk)
-    os.write(2, chunk)
-    n += len(chunk)
-answer({"flooded_mib": n >> 20})
-`,
 			schema: sObj("flooded_mib", sInt(0, 1024)),
 			check: func(c *probeCtx) (Status, string) {
 				capb := c.limits.CaptureBytes
@@ -205,11 +126,8 @@ answer({"flooded_mib": n >> 20})
 		},
 		{
 			ID: "limit/output-too-large", Group: "limits",
-			Title:  "Writes 64 KiB to /query/out, above the 8 KiB output cap.",
-			OnFail: "An oversized answer is accepted or read past the cap.",
-			body: `with open(OUT, "w") as f:
-    f.write(" " * (64 << 10) + "true")
-`,
+			Title:       "Writes 64 KiB to /query/out, above the 8 KiB output cap.",
+			OnFail:      "An oversized answer is accepted or read past the cap.",
 			schema:      sBool,
 			check:       kindCheck(isolate.KindOutputTooLarge, "output cap"),
 			exampleKind: isolate.KindOutputTooLarge,
@@ -218,16 +136,6 @@ answer({"flooded_mib": n >> 20})
 			ID: "limit/output-symlink", Group: "limits",
 			Title:  "Makes /query/out a symlink to a file that holds a valid answer.",
 			OnFail: "The broker follows links out of /query when it reads the answer.",
-			body: `tgt = os.path.join(QUERY, "target")
-with open(tgt, "w") as f:
-    f.write('{"followed":true}')
-try:
-    step("symlink")
-    os.symlink(tgt, OUT)
-except OSError:
-    os.unlink(tgt)
-    answer({"followed": False})
-`,
 			schema: sObj("followed", sBool),
 			check: func(c *probeCtx) (Status, string) {
 				if oneOf(string(c.out.Kind), string(isolate.KindOutputInvalid), string(isolate.KindOutputMissing)) {

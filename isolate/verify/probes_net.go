@@ -24,17 +24,6 @@ func networkProbes() []Probe {
 			ID: "net/interfaces", Group: "network",
 			Title:  "Lists the network interfaces in /proc/net/dev (from the host where the sandbox has no /proc): only lo may exist.",
 			OnFail: "The sandbox shares a network namespace with the host or another container.",
-			body: `names = []
-state = "unreadable"
-try:
-    with open("/proc/net/dev") as f:
-        lines = f.read().splitlines()[2:]
-    names = sorted(l.split(":")[0].strip() for l in lines if ":" in l)
-    state = "none" if not names else ("lo-only" if names == ["lo"] else "other")
-except OSError:
-    pass
-answer({"state": state, "count": min(len(names), 64)})
-`,
 			schema: sObj("state", sEnum("lo-only", "none", "other", "unreadable"), "count", sInt(0, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				if c.str("state") == "unreadable" && c.job.ifaces != nil {
@@ -54,19 +43,6 @@ answer({"state": state, "count": min(len(names), 64)})
 			ID: "net/routes", Group: "network",
 			Title:  "Counts the usable routes in /proc/net/route and /proc/net/ipv6_route (from the host where the sandbox has no /proc): none may leave through a device other than lo.",
 			OnFail: "The sandbox has a route out: it shares or was given a network.",
-			body: `def count(p, skip, dev, flags):
-    n = 0
-    try:
-        with open(p) as f:
-            for l in f.read().splitlines()[skip:]:
-                c = l.split()
-                if len(c) > max(dev, flags) and c[dev] != "lo" and not int(c[flags], 16) & 0x0200:
-                    n += 1
-    except OSError:
-        return -1
-    return min(n, 64)
-answer({"v4": count("/proc/net/route", 1, 0, 3), "v6": count("/proc/net/ipv6_route", 0, 9, 8)})
-`,
 			schema: sObj("v4", sInt(-1, 64), "v6", sInt(-1, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				if c.num("v4") == -1 && c.num("v6") == -1 {
@@ -88,40 +64,16 @@ answer({"v4": count("/proc/net/route", 1, 0, 3), "v6": count("/proc/net/ipv6_rou
 		},
 		{
 			ID: "net/tcp-host", Group: "network",
-			Title:  "Opens an AF_INET socket and connects to a listener verify runs on the host's 127.0.0.1.",
-			OnFail: "The sandbox reached a host service over TCP: no network isolation.",
-			body: `import socket
-res = {"socket": "ok", "connect": "other"}
-try:
-    step("socket")
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(2)
-    res["connect"] = attempt("connect", lambda: s.connect(("127.0.0.1", <% .TCP4Port %>)))
-except OSError as e:
-    res["socket"] = oserr(e)
-    res["connect"] = "other"
-answer(res)
-`,
+			Title:   "Opens an AF_INET socket and connects to a listener verify runs on the host's 127.0.0.1.",
+			OnFail:  "The sandbox reached a host service over TCP: no network isolation.",
 			schema:  errnoFields("socket", "connect"),
 			check:   checkListener("tcp4", "socket", "connect"),
 			example: `{"socket":"EPERM","connect":"other"}`,
 		},
 		{
 			ID: "net/tcp6-host", Group: "network",
-			Title:  "Opens an AF_INET6 socket and connects to the host's [::1] (to verify's listener when the host has IPv6 loopback).",
-			OnFail: "The sandbox reached a host service over IPv6: no network isolation.",
-			body: `import socket
-res = {"socket": "ok", "connect": "other"}
-try:
-    step("socket")
-    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    s.settimeout(2)
-    res["connect"] = attempt("connect", lambda: s.connect(("::1", <% .TCP6Port %>)))
-except OSError as e:
-    res["socket"] = oserr(e)
-    res["connect"] = "other"
-answer(res)
-`,
+			Title:   "Opens an AF_INET6 socket and connects to the host's [::1] (to verify's listener when the host has IPv6 loopback).",
+			OnFail:  "The sandbox reached a host service over IPv6: no network isolation.",
 			schema:  errnoFields("socket", "connect"),
 			check:   checkListener("tcp6", "socket", "connect"),
 			example: `{"socket":"EPERM","connect":"other"}`,
@@ -130,22 +82,6 @@ answer(res)
 			ID: "net/udp-host", Group: "network",
 			Title:  "Sends a UDP datagram to a responder verify runs on the host's 127.0.0.1 and waits for the reply.",
 			OnFail: "The sandbox exchanged datagrams with the host: no network isolation.",
-			body: `import socket
-res = {"socket": "ok", "send": "other", "reply": False}
-try:
-    step("socket")
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(1)
-    res["send"] = attempt("send", lambda: s.sendto(b"awf-verify-ping", ("127.0.0.1", <% .UDPPort %>)))
-    if res["send"] == "ok":
-        try:
-            res["reply"] = s.recvfrom(64)[0] == b"awf-verify-pong"
-        except OSError:
-            pass
-except OSError as e:
-    res["socket"] = oserr(e)
-answer(res)
-`,
 			schema: sObj("socket", sErrno, "send", sErrno, "reply", sBool),
 			check: func(c *probeCtx) (Status, string) {
 				if c.flag("reply") || c.hits["udp"] > 0 {
@@ -159,35 +95,6 @@ answer(res)
 			ID: "net/dns", Group: "network",
 			Title:  "Reads /etc/resolv.conf and sends a DNS query to a resolver verify runs on the host's loopback.",
 			OnFail: "The sandbox can resolve names through the host: DNS is an exfiltration channel.",
-			body: `import socket, struct
-conf = "absent"
-try:
-    with open("/etc/resolv.conf") as f:
-        ns = [l.split()[1] for l in f if l.startswith("nameserver") and len(l.split()) > 1]
-    conf = "none" if not ns else ("loopback" if all(n.startswith("127.") or n == "::1" for n in ns) else "network")
-except FileNotFoundError:
-    pass
-except OSError:
-    conf = "unreadable"
-q = struct.pack(">HHHHHH", 0x4157, 0x0100, 1, 0, 0, 0)
-for label in (b"awf-verify", b"invalid"):
-    q += bytes([len(label)]) + label
-q += b"\x00" + struct.pack(">HH", 1, 1)
-res = "other"
-try:
-    step("socket")
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(1)
-    step("query")
-    s.sendto(q, ("127.0.0.1", <% .DNSPort %>))
-    r = s.recvfrom(512)[0]
-    res = "answered" if r[:2] == q[:2] else "garbled"
-except socket.timeout:
-    res = "ETIMEDOUT"
-except OSError as e:
-    res = oserr(e)
-answer({"resolv_conf": conf, "query": res if res in KNOWN or res in ("answered", "garbled") else "other"})
-`,
 			schema: sObj("resolv_conf", sEnum("absent", "none", "loopback", "network", "unreadable"), "query", sEnum(append([]string{"answered", "garbled"}, errnoVocab...)...)),
 			check: func(c *probeCtx) (Status, string) {
 				if oneOf(c.str("query"), "answered", "garbled") || c.hits["dns"] > 0 {
@@ -210,23 +117,6 @@ answer({"resolv_conf": conf, "query": res if res in KNOWN or res in ("answered",
 			ID: "net/abstract-unix", Group: "network",
 			Title:  "Looks for the abstract Unix socket verify listens on in the host's network namespace in /proc/net/unix (from the host where the sandbox has no /proc), and connects to it.",
 			OnFail: "Abstract Unix sockets are shared with the host: any host service on one is reachable.",
-			body: `import socket
-name = <% .Abstract | py %>
-res = {"socket": "ok", "connect": "other", "listed": "unreadable"}
-try:
-    with open("/proc/net/unix") as f:
-        res["listed"] = "visible" if any(l.split()[-1] == "@" + name for l in f.read().splitlines()[1:] if l.split()) else "hidden"
-except OSError:
-    pass
-try:
-    step("socket")
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(2)
-    res["connect"] = attempt("connect", lambda: s.connect("\0" + name))
-except OSError as e:
-    res["socket"] = oserr(e)
-answer(res)
-`,
 			schema: sObj("socket", sErrno, "connect", sErrno, "listed", sEnum("visible", "hidden", "unreadable")),
 			check: func(c *probeCtx) (Status, string) {
 				st, ev := checkListener("abstract", "socket", "connect")(c)
@@ -248,14 +138,8 @@ answer(res)
 		},
 		{
 			ID: "net/engine-sockets", Group: "network",
-			Title:  "Looks for container-engine and awf sockets (docker.sock, containerd, podman, the broker socket).",
-			OnFail: "A root-equivalent or broker socket is visible inside the sandbox.",
-			body: `paths = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-         "/run/podman/podman.sock", "/var/run/crio/crio.sock", "/run/awf", "/var/run/awf",
-         "/run/buildkit/buildkitd.sock", "/run/systemd/private", "/run/dbus/system_bus_socket"]
-seen = [p for p in paths if os.path.lexists(p)]
-answer({"visible": len(seen)})
-`,
+			Title:   "Looks for container-engine and awf sockets (docker.sock, containerd, podman, the broker socket).",
+			OnFail:  "A root-equivalent or broker socket is visible inside the sandbox.",
 			schema:  sObj("visible", sInt(0, 16)),
 			check:   checkEqual(map[string]any{"visible": int64(0)}),
 			example: `{"visible":0}`,

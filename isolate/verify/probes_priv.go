@@ -52,10 +52,8 @@ func privilegeProbes() []Probe {
 	return []Probe{
 		{
 			ID: "priv/ids", Group: "privilege",
-			Title:  "Reads the real and effective uid and gid, and the supplementary groups other than 65534.",
-			OnFail: "The script does not run as the unprivileged uid 65534 with no other groups.",
-			body: `answer({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(), "groups": min(len([g for g in os.getgroups() if g != 65534]), 64)})
-`,
+			Title:   "Reads the real and effective uid and gid, and the supplementary groups other than 65534.",
+			OnFail:  "The script does not run as the unprivileged uid 65534 with no other groups.",
 			schema:  sObj("uid", sInt(0, u32), "euid", sInt(0, u32), "gid", sInt(0, u32), "egid", sInt(0, u32), "groups", sInt(0, 64)),
 			check:   checkEqual(map[string]any{"uid": int64(65534), "euid": int64(65534), "gid": int64(65534), "egid": int64(65534), "groups": int64(0)}),
 			example: `{"uid":65534,"euid":65534,"gid":65534,"egid":65534,"groups":0}`,
@@ -64,17 +62,6 @@ func privilegeProbes() []Probe {
 			ID: "priv/caps", Group: "privilege",
 			Title:  "Reads CapInh, CapPrm, CapEff, CapBnd and CapAmb from /proc/self/status (from the host where the sandbox has no /proc): all must be empty.",
 			OnFail: "The process holds or can regain capabilities (a non-empty bounding set means a setuid or file-capability binary could grant them).",
-			body: `caps = {}
-try:
-    with open("/proc/self/status") as f:
-        for l in f:
-            k, _, v = l.partition(":")
-            if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-                caps[k] = "zero" if int(v.strip(), 16) == 0 else "nonzero"
-except OSError:
-    pass
-answer({k[3:].lower(): caps.get(k, "absent") for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")})
-`,
 			schema: sObj("inh", sCap, "prm", sCap, "eff", sCap, "bnd", sCap, "amb", sCap),
 			check: func(c *probeCtx) (Status, string) {
 				var bad, absent []string
@@ -124,16 +111,6 @@ answer({k[3:].lower(): caps.get(k, "absent") for k in ("CapInh", "CapPrm", "CapE
 			ID: "priv/no-new-privs", Group: "privilege",
 			Title:  "Reads NoNewPrivs from /proc/self/status (from the host where the sandbox has no /proc).",
 			OnFail: "A setuid or file-capability binary could raise privileges.",
-			body: `nnp = -1
-try:
-    with open("/proc/self/status") as f:
-        for l in f:
-            if l.startswith("NoNewPrivs:"):
-                nnp = int(l.split()[1])
-except OSError:
-    nnp = -2
-answer({"nnp": nnp})
-`,
 			schema: sObj("nnp", sInt(-2, 1)),
 			check: func(c *probeCtx) (Status, string) {
 				if c.num("nnp") == -2 {
@@ -162,18 +139,6 @@ answer({"nnp": nnp})
 			ID: "priv/seccomp-mode", Group: "privilege",
 			Title:  "Reads Seccomp and Seccomp_filters from /proc/self/status (from the host where the sandbox has no /proc): filter mode with at least one filter.",
 			OnFail: "No seccomp filter is loaded: the whole kernel system-call surface is open.",
-			body: `mode, filters = 0, -1
-try:
-    with open("/proc/self/status") as f:
-        for l in f:
-            if l.startswith("Seccomp:"):
-                mode = int(l.split()[1])
-            elif l.startswith("Seccomp_filters:"):
-                filters = min(int(l.split()[1]), 64)
-except OSError:
-    mode = -1
-answer({"mode": mode, "filters": filters})
-`,
 			schema: sObj("mode", sInt(-1, 2), "filters", sInt(-1, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				mode, n := c.num("mode"), c.num("filters")
@@ -202,91 +167,56 @@ answer({"mode": mode, "filters": filters})
 		},
 		{
 			ID: "priv/setuid-files", Group: "privilege",
-			Title:  "Searches the whole tree for setuid and setgid files.",
-			OnFail: "A setuid or setgid file exists in the sandbox's view.",
-			body: `import stat
-n = 0
-for p, e in walk_names("/"):
-    try:
-        m = os.lstat(p).st_mode
-    except OSError:
-        continue
-    if stat.S_ISREG(m) and m & (stat.S_ISUID | stat.S_ISGID):
-        n += 1
-answer({"setid": min(n, 64)})
-`,
+			Title:   "Searches the whole tree for setuid and setgid files.",
+			OnFail:  "A setuid or setgid file exists in the sandbox's view.",
 			schema:  sObj("setid", sInt(0, 64)),
 			check:   checkEqual(map[string]any{"setid": int64(0)}),
 			example: `{"setid":0}`,
 		},
 		{
 			ID: "priv/unshare-userns", Group: "privilege",
-			Title:  "Calls unshare(CLONE_NEWUSER).",
-			OnFail: "The script can create a user namespace and gain full capabilities inside it: a large kernel attack surface.",
-			body: `r, v = sysc("unshare", 0x10000000)
-answer({"unshare": r})
-`,
+			Title:   "Calls unshare(CLONE_NEWUSER).",
+			OnFail:  "The script can create a user namespace and gain full capabilities inside it: a large kernel attack surface.",
 			schema:  errnoFields("unshare"),
 			check:   checkAllBlocked("unshare"),
 			example: `{"unshare":"EPERM"}`,
 		},
 		{
 			ID: "priv/userns-mount", Group: "privilege",
-			Title:  "Calls unshare(CLONE_NEWUSER|CLONE_NEWNS) and then mounts a tmpfs: the classic escalation chain.",
-			OnFail: "The script became root in a nested user namespace and mounted a filesystem.",
-			body: `r, v = sysc("unshare", 0x10000000 | 0x00020000)
-m = "other"
-if r == "ok":
-    m, v = sysc("mount", b"none", b"/tmp", b"tmpfs", 0, None)
-answer({"unshare": r, "mount": m})
-`,
+			Title:   "Calls unshare(CLONE_NEWUSER|CLONE_NEWNS) and then mounts a tmpfs: the classic escalation chain.",
+			OnFail:  "The script became root in a nested user namespace and mounted a filesystem.",
 			schema:  errnoFields("unshare", "mount"),
 			check:   checkAnyBlocked("unshare", "mount"),
 			example: `{"unshare":"EPERM","mount":"other"}`,
 		},
 		{
 			ID: "priv/setns", Group: "privilege",
-			Title:  "Opens /proc/self/ns/net and calls setns on it.",
-			OnFail: "The script can enter namespaces.",
-			body: `try:
-    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-    r, v = sysc("setns", fd, 0)
-except OSError as e:
-    r = oserr(e)
-answer({"setns": r})
-`,
+			Title:   "Opens /proc/self/ns/net and calls setns on it.",
+			OnFail:  "The script can enter namespaces.",
 			schema:  errnoFields("setns"),
 			check:   checkAllBlocked("setns"),
 			example: `{"setns":"EPERM"}`,
 		},
 		{
 			ID: "priv/mount", Group: "privilege",
-			Title:  "Mounts a tmpfs on /tmp directly.",
-			OnFail: "The script can change its mount table.",
-			body: `r, v = sysc("mount", b"none", b"/tmp", b"tmpfs", 0, None)
-answer({"mount": r})
-`,
+			Title:   "Mounts a tmpfs on /tmp directly.",
+			OnFail:  "The script can change its mount table.",
 			schema:  errnoFields("mount"),
 			check:   checkAllBlocked("mount"),
 			example: `{"mount":"EPERM"}`,
 		},
 		{
 			ID: "priv/chroot", Group: "privilege",
-			Title:  "Calls chroot(\"/tmp\").",
-			OnFail: "The script can chroot, the first step of several escapes.",
-			body: `answer({"chroot": attempt("chroot", lambda: os.chroot("/tmp"))})
-`,
+			Title:   "Calls chroot(\"/tmp\").",
+			OnFail:  "The script can chroot, the first step of several escapes.",
 			schema:  errnoFields("chroot"),
 			check:   checkAllBlocked("chroot"),
 			example: `{"chroot":"EPERM"}`,
 		},
 		{
 			ID: "priv/ptrace", Group: "privilege",
-			Title:  "Calls ptrace(PTRACE_PEEKUSER) on its own pid: ESRCH means the call reached the kernel.",
-			OnFail: "ptrace is not denied: the script could inspect or control other processes it can reach.",
-			body: `r, v = sysc("ptrace", 3, os.getpid(), 0, 0)
-answer({"ptrace": r})
-`,
+			Title:   "Calls ptrace(PTRACE_PEEKUSER) on its own pid: ESRCH means the call reached the kernel.",
+			OnFail:  "ptrace is not denied: the script could inspect or control other processes it can reach.",
 			schema:  errnoFields("ptrace"),
 			check:   checkDenied("ptrace"),
 			example: `{"ptrace":"EPERM"}`,
@@ -297,12 +227,8 @@ answer({"ptrace": r})
 			`sysc("bpf", 0, attr, 128)`),
 		{
 			ID: "priv/keyctl", Group: "privilege",
-			Title:  "Adds a key to its process keyring and looks up its session keyring.",
-			OnFail: "The kernel keyrings are reachable: a persistent cross-sandbox channel and a kernel attack surface.",
-			body: `r1, v = sysc("add_key", b"user", b"awf-verify", b"x", 1, -2)
-r2, v = sysc("keyctl", 0, -3, 0)
-answer({"add_key": r1, "keyctl": r2})
-`,
+			Title:   "Adds a key to its process keyring and looks up its session keyring.",
+			OnFail:  "The kernel keyrings are reachable: a persistent cross-sandbox channel and a kernel attack surface.",
 			schema:  errnoFields("add_key", "keyctl"),
 			check:   checkAllBlocked("add_key", "keyctl"),
 			example: `{"add_key":"EPERM","keyctl":"EPERM"}`,
@@ -320,34 +246,16 @@ answer({"add_key": r1, "keyctl": r2})
 			`sysc("io_uring_setup", 1, params)`),
 		{
 			ID: "priv/clone-newns", Group: "privilege",
-			Title:  "Calls clone(CLONE_NEWUSER|CLONE_NEWNS) and clone3 with CLONE_NEWUSER.",
-			OnFail: "The script can create namespaces through clone, bypassing an unshare-only rule.",
-			body: `import ctypes, struct
-r1, v = sysc("clone", 0x10000000 | 0x00020000 | 17, 0, 0, 0, 0)
-if r1 == "ok" and v == 0:
-    os._exit(0)
-if r1 == "ok":
-    try: os.waitpid(v, 0)
-    except OSError: pass
-args = ctypes.create_string_buffer(struct.pack("QQQQQQQQ", 0x10000000, 0, 0, 0, 17, 0, 0, 0))
-r2, v = sysc("clone3", args, 64)
-if r2 == "ok" and v == 0:
-    os._exit(0)
-if r2 == "ok":
-    try: os.waitpid(v, 0)
-    except OSError: pass
-answer({"clone": r1, "clone3": r2})
-`,
+			Title:   "Calls clone(CLONE_NEWUSER|CLONE_NEWNS) and clone3 with CLONE_NEWUSER.",
+			OnFail:  "The script can create namespaces through clone, bypassing an unshare-only rule.",
 			schema:  errnoFields("clone", "clone3"),
 			check:   checkAllBlocked("clone", "clone3"),
 			example: `{"clone":"EPERM","clone3":"ENOSYS"}`,
 		},
 		{
 			ID: "priv/setuid", Group: "privilege",
-			Title:  "Calls setuid(0) and setgid(0).",
-			OnFail: "The script can change its identity.",
-			body: `answer({"setuid": attempt("setuid", lambda: os.setuid(0)), "setgid": attempt("setgid", lambda: os.setgid(0))})
-`,
+			Title:   "Calls setuid(0) and setgid(0).",
+			OnFail:  "The script can change its identity.",
 			schema:  errnoFields("setuid", "setgid"),
 			check:   checkAllBlocked("setuid", "setgid"),
 			example: `{"setuid":"EPERM","setgid":"EPERM"}`,
@@ -366,9 +274,6 @@ answer({"clone": r1, "clone3": r2})
 			ID: "priv/proc-pids", Group: "privilege",
 			Title:  "Counts the processes visible in /proc: only the sandbox's own.",
 			OnFail: "The sandbox shares a pid namespace: it can see, and maybe signal, host processes.",
-			body: `pids = [d for d in os.listdir("/proc") if d.isdigit()]
-answer({"pids": min(len(pids), 64), "self": min(os.getpid(), 100000)})
-`,
 			schema: sObj("pids", sInt(0, 64), "self", sInt(0, 100000)),
 			check: func(c *probeCtx) (Status, string) {
 				if c.num("pids") > 4 {
@@ -380,10 +285,8 @@ answer({"pids": min(len(pids), 64), "self": min(os.getpid(), 100000)})
 		},
 		{
 			ID: "priv/uts", Group: "privilege",
-			Title:  "Compares the sandbox's hostname with the host's.",
-			OnFail: "The sandbox shares the host's UTS namespace and learns the host name.",
-			body: `answer({"same": os.uname().nodename == <% .Hostname | py %>})
-`,
+			Title:   "Compares the sandbox's hostname with the host's.",
+			OnFail:  "The sandbox shares the host's UTS namespace and learns the host name.",
 			schema:  sObj("same", sBool),
 			check:   checkEqual(map[string]any{"same": false}),
 			example: `{"same":false}`,
@@ -392,14 +295,6 @@ answer({"pids": min(len(pids), 64), "self": min(os.getpid(), 100000)})
 			ID: "priv/cgroupns", Group: "privilege",
 			Title:  "Reads /proc/self/cgroup: every hierarchy must show the namespace root.",
 			OnFail: "The sandbox sees its host cgroup path (run ids, layout): no cgroup namespace.",
-			body: `paths = []
-try:
-    with open("/proc/self/cgroup") as f:
-        paths = [l.rstrip("\n").split(":", 2)[2] for l in f if l.count(":") >= 2]
-except OSError:
-    pass
-answer({"lines": min(len(paths), 64), "root_only": all(p == "/" for p in paths)})
-`,
 			schema: sObj("lines", sInt(0, 64), "root_only", sBool),
 			check: func(c *probeCtx) (Status, string) {
 				if !c.flag("root_only") {
@@ -413,12 +308,6 @@ answer({"lines": min(len(paths), 64), "root_only": all(p == "/" for p in paths)}
 			ID: "priv/env", Group: "privilege",
 			Title:  "Looks for credential variables (tokens, keys, SSH agent, askpass) in the environment.",
 			OnFail: "Credentials reach the sandbox.",
-			body: `names = set(<% .TokenNames | py %>)
-pfx = <% .TokenPrefixes | py %>
-sfx = <% .TokenSuffixes | py %>
-bad = [k for k in os.environ if k.upper() in names or any(k.upper().startswith(p) for p in pfx) or any(k.upper().endswith(s) for s in sfx)]
-answer({"credentials": min(len(bad), 64), "vars": min(len(os.environ), 64)})
-`,
 			schema: sObj("credentials", sInt(0, 64), "vars", sInt(0, 64)),
 			check: func(c *probeCtx) (Status, string) {
 				if n := c.num("credentials"); n > 0 {
@@ -430,17 +319,8 @@ answer({"credentials": min(len(bad), 64), "vars": min(len(os.environ), 64)})
 		},
 		{
 			ID: "priv/fds", Group: "privilege",
-			Title:  "Finds every open descriptor below 4096 with fstat: only stdin, stdout and stderr may be open.",
-			OnFail: "A descriptor of the broker leaked into the sandbox.",
-			body: `def is_open(fd):
-    try:
-        os.fstat(fd)
-        return True
-    except OSError:
-        return False
-fds = [fd for fd in range(4096) if is_open(fd)]
-answer({"extra": min(len([fd for fd in fds if fd > 2]), 64)})
-`,
+			Title:   "Finds every open descriptor below 4096 with fstat: only stdin, stdout and stderr may be open.",
+			OnFail:  "A descriptor of the broker leaked into the sandbox.",
 			schema:  sObj("extra", sInt(0, 64)),
 			check:   checkEqual(map[string]any{"extra": int64(0)}),
 			example: `{"extra":0}`,

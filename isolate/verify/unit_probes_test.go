@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,4 +177,25 @@ func TestPy(t *testing.T) {
 	got, err := py([]string{"x", "y"})
 	require.NoError(t, err)
 	assert.Equal(t, `["x","y"]`, got)
+}
+
+// TestEveryScriptFileIsAProbe checks that each file under probes/ is the
+// script of a probe that has no body built in Go, and that each such probe
+// has its file: a reviewer who reads probes/ reads exactly what runs.
+func TestEveryScriptFileIsAProbe(t *testing.T) {
+	want := map[string]bool{}
+	for _, p := range append(Battery(), filterProbe) {
+		if p.body == "" {
+			want["probes/"+p.ID+".py"] = true
+		}
+	}
+	got := map[string]bool{}
+	require.NoError(t, fs.WalkDir(probeScripts, "probes", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			got[p] = true
+		}
+		return err
+	}))
+	assert.Equal(t, want, got)
+	assert.Greater(t, len(got), 50, "the probes' scripts are files")
 }

@@ -1,0 +1,2 @@
+r, v = sysc("getpid")
+answer({"getpid": r})

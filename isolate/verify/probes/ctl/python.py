@@ -1,0 +1,1 @@
+answer({"ran": True, "cwd": os.getcwd() == QUERY})

@@ -1,0 +1,2 @@
+with open(OUT, "w") as f:
+    f.write(" " * (64 << 10) + "true")

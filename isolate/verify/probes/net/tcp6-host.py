@@ -1,0 +1,11 @@
+import socket
+res = {"socket": "ok", "connect": "other"}
+try:
+    step("socket")
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.settimeout(2)
+    res["connect"] = attempt("connect", lambda: s.connect(("::1", <% .TCP6Port %>)))
+except OSError as e:
+    res["socket"] = oserr(e)
+    res["connect"] = "other"
+answer(res)

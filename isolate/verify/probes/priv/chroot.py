@@ -1,0 +1,1 @@
+answer({"chroot": attempt("chroot", lambda: os.chroot("/tmp"))})

@@ -1,0 +1,1 @@
+answer({"setuid": attempt("setuid", lambda: os.setuid(0)), "setgid": attempt("setgid", lambda: os.setgid(0))})

@@ -1,0 +1,1 @@
+answer({"same": os.uname().nodename == <% .Hostname | py %>})
