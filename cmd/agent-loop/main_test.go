@@ -1,0 +1,120 @@
+package main
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/broker/agentloop"
+	"github.com/awf-project/awf/broker/apiproxy"
+	"github.com/awf-project/awf/tests/fakeprovider"
+)
+
+// buildStatic builds this command the way the Makefile does (CGO_ENABLED=0).
+func buildStatic(t *testing.T, out string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+}
+
+// TestStatic: the binary has no interpreter and no dynamic section, so it
+// runs in an enclave that holds nothing but itself.
+func TestStatic(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "loop")
+	buildStatic(t, bin)
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "no program interpreter")
+		assert.NotEqual(t, elf.PT_DYNAMIC, p.Type, "no dynamic section")
+	}
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	assert.Empty(t, libs)
+}
+
+// TestEnclaveLayout runs the binary chrooted into a directory laid out as
+// the enclave's paths (nothing else in it: no /proc, no /etc, no libc),
+// against the real API proxy in front of the scripted fake provider, for
+// both profiles: it answers, writes result.json and the transcript, and
+// exits 0. An argument is refused.
+func TestEnclaveLayout(t *testing.T) {
+	for _, profile := range []string{agentloop.ProfileOpenAI, agentloop.ProfileAnthropic} {
+		t.Run(profile, func(t *testing.T) {
+			fake := fakeprovider.New(t,
+				fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "search", Args: map[string]any{"pattern": "retry"}},
+				fakeprovider.Turn{Kind: fakeprovider.Finish, Args: map[string]any{"result": map[string]any{"owner": "net", "sure": true}}})
+			p, err := apiproxy.New(apiproxy.Options{
+				Targets: []apiproxy.Target{{Protocol: apiproxy.OpenAI, BaseURL: fake.URL(), Key: "sk-o"},
+					{Protocol: apiproxy.Anthropic, BaseURL: fake.URL(), Key: "sk-a"}},
+				Audit: io.Discard, TestOnlyRootCAs: fake.CertPool(),
+			})
+			require.NoError(t, err)
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			defer p.Close()
+			tok, err := p.Issue("inv-1", apiproxy.Limits{
+				Models:      map[apiproxy.Protocol]string{apiproxy.OpenAI: "m", apiproxy.Anthropic: "m"},
+				MaxRequests: 8, MaxTokens: 1024, MaxRequestBytes: 4 << 20, MaxResponseBytes: 1 << 20, Timeout: 10 * time.Second,
+			})
+			require.NoError(t, err)
+
+			root := t.TempDir()
+			in := func(p string) string { return filepath.Join(root, p) }
+			for _, d := range []string{"enclave/bin", "enclave/out", "enclave/repo/net", "tmp"} {
+				require.NoError(t, os.MkdirAll(in(d), 0o755))
+			}
+			buildStatic(t, in(agentloop.BinaryPath))
+			require.NoError(t, os.WriteFile(in(agentloop.RepoDir+"/net/retry.go"), []byte("// retry policy\n"), 0o644))
+			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: srv.URL, Capability: tok,
+				MaxModelRequests: 8, MaxModelTokens: 1024, MaxOutputBytes: 8192,
+				DeadlineUnixMilli: time.Now().Add(time.Minute).UnixMilli(), AnthropicVersion: "2023-06-01"})
+			require.NoError(t, os.WriteFile(in(agentloop.ConfigPath), cfg, 0o644))
+			require.NoError(t, os.WriteFile(in(agentloop.TaskPath), []byte("Who owns retries, and are you sure?"), 0o644))
+			require.NoError(t, os.WriteFile(in(agentloop.SchemaPath), []byte(
+				`{"type":"object","fields":{"owner":{"type":"enum","values":["net","store"]},"sure":{"type":"boolean"}}}`), 0o644))
+
+			run := func(args ...string) (int, error) {
+				cmd := exec.Command(agentloop.BinaryPath, args...)
+				cmd.Dir, cmd.Env = "/", []string{}
+				cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+				err := cmd.Run()
+				if ee, ok := err.(*exec.ExitError); ok {
+					return ee.ExitCode(), nil
+				}
+				return 0, err
+			}
+			code, err := run("--anything")
+			require.NoError(t, err)
+			assert.Equal(t, agentloop.ExitBadInput, code)
+			assert.Equal(t, 0, fake.Count())
+
+			code, err = run()
+			require.NoError(t, err)
+			tr, _ := os.ReadFile(in(agentloop.TranscriptPath))
+			require.Equal(t, agentloop.ExitOK, code, "%s", tr)
+			res, err := os.ReadFile(in(agentloop.ResultPath))
+			require.NoError(t, err)
+			assert.Equal(t, `{"owner":"net","sure":true}`, string(res))
+			assert.Contains(t, string(tr), `net/retry.go:1: // retry policy`)
+			assert.NotContains(t, string(tr), tok)
+
+			code, err = run()
+			require.NoError(t, err)
+			assert.Equal(t, agentloop.ExitOutputError, code, "outputs are never overwritten")
+		})
+	}
+}
