@@ -7,7 +7,6 @@ package config
 import (
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
@@ -162,24 +161,10 @@ func DefaultAPITarget(protocol string) APITarget {
 	return APITarget{BaseURL: "https://api.openai.com", APIKeyEnv: "OPENAI_API_KEY"}
 }
 
-// LoadFile reads a configuration file; "-" reads stdin.
+// LoadFile reads and loads the configuration that --config names; it is
+// LoadPath (source.go): JSON or YAML, a file or standard input ("-").
 func LoadFile(path string, stdin io.Reader) (*Config, error) {
-	var r io.Reader
-	if path == "-" {
-		r = stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	src, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", path, err)
-	}
-	return Load(src)
+	return LoadPath(path, stdin)
 }
 
 // Load parses and checks a configuration document.
@@ -188,10 +173,9 @@ func Load(src []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loader{}
-	c := l.config(tree)
-	if len(l.errs) > 0 {
-		return nil, fmt.Errorf("config: %s", strings.Join(l.errs, "; "))
+	c, errs := loadTree(tree)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
 }
