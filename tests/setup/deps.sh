@@ -61,9 +61,9 @@ packages() {
     *) say "warning: $os is not a supported host (Debian 12, Ubuntu 22.04, Ubuntu 24.04); trying Debian's package names" ;;
   esac
   # The same names on Debian 12 and Ubuntu (erofs-utils and runsc are in
-  # Ubuntu's universe component). curl: tests/setup/dockerd.sh pings the
-  # Engine with it.
-  pkgs=(libseccomp-dev gcc make git python3 bubblewrap iproute2 ca-certificates curl erofs-utils)
+  # Ubuntu's universe component). libc6-dev: gcc only recommends it, and cgo
+  # needs its headers. curl: tests/setup/dockerd.sh pings the Engine with it.
+  pkgs=(libseccomp-dev gcc libc6-dev make git python3 bubblewrap iproute2 ca-certificates curl erofs-utils)
   # A Docker Engine of any packaging is accepted: installing docker.io over
   # Docker CE (GitHub's runners) would remove or break it.
   if command -v dockerd >/dev/null 2>&1; then
