@@ -61,7 +61,7 @@ func (r *runner) expand(s string, inputs map[string]string) string {
 }
 
 // cond evaluates an if: of the example: always(), success() (the default)
-// and "steps.X.outputs.Y != ”", joined by &&.
+// and a step output compared with the empty string, joined by &&.
 func (r *runner) cond(s string) bool {
 	if s == "" {
 		return !r.failed
