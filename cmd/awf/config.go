@@ -164,6 +164,7 @@ func runChecks(c *config.Config, getenv func(string) string, preflight bool, cli
 	if _, err := host.ResolveAgent(c.Agent.User, getenv); err != nil {
 		add("agent.user", "%v", err)
 	}
+	out = append(out, host.BoundedAgentChecks(c, getenv, preflight, filepath.Dir(cliBinary))...)
 	bq := c.BoundedQueries
 	if !bq.Enabled {
 		return out

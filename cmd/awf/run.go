@@ -67,6 +67,10 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
+	if err := host.BoundedAgentsWithoutQueries(cfg); err != nil {
+		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
+		return exitAWF
+	}
 	if !cfg.BoundedQueries.Enabled {
 		return runPlain(ctx, e, cfg, argv)
 	}
