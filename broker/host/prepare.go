@@ -100,6 +100,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 			return nil, pf("%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", repo.Repo, sourceName(repo.Source))
 		}
 	}
+	if agentsRunning(o.Config) {
+		if err := preflightAgents(o); err != nil {
+			return nil, pf("%v", err)
+		}
+	}
 	dockerSocket := bq.DockerSocket
 	if bq.Runtime == "docker" {
 		sock, from, err := DockerSocket(bq.DockerSocket, o.Getenv("DOCKER_HOST"))
@@ -170,6 +175,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	if err := probeRuntime(ctx, spec); err != nil {
 		return r, pf("%v", err)
+	}
+	if agentsRunning(o.Config) {
+		if err := probeEnclaveRuntime(ctx, spec, o.Config.BoundedAgents); err != nil {
+			return r, pf("%v", err)
+		}
 	}
 	if err := WriteSpec(spec); err != nil {
 		return r, err
