@@ -122,6 +122,8 @@ func tree() *node {
 			{name: "show", summary: "print a run's audit records", usage: auditShowUsage, run: cmdAuditShow,
 				values: []string{"log-dir"}, bools: []string{"json"}},
 		}},
+		{name: "query", summary: "dry-run one bounded query and show what the agent never sees", usage: queryUsage, run: cmdQuery,
+			values: []string{"config", "repo", "schema", "output-bytes"}},
 		{name: "completion", summary: "print a bash or zsh completion script", usage: completionUsage, run: cmdCompletion},
 		{name: "version", summary: "print awf's version", usage: versionUsage, run: cmdVersion},
 	}}
