@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +51,10 @@ const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 // descriptor; every access is relative to it.
 type Repo struct {
 	root *os.File
+	// walk is set once openat2 has answered ENOSYS (gVisor does not
+	// implement it): opens then go one component at a time, each with
+	// O_NOFOLLOW relative to the previous directory's descriptor.
+	walk atomic.Bool
 }
 
 // OpenRepo opens dir as the tools' root. The directory itself may be
@@ -90,23 +95,125 @@ func cleanPath(p string) (string, error) {
 	if p == "" {
 		p = "."
 	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			// Refused even where it would stay inside, so both ways of
+			// opening (openat2 and the component walk) agree.
+			return "", toolErr("%s: the path leaves the repository (\"..\" is not allowed)", strconv.Quote(clipString(p, 256)))
+		}
+	}
 	return p, nil
 }
 
-// openBeneath opens rel below dir with flags, confined by resolveFlags.
-func openBeneath(dir *os.File, rel string, flags uint64) (*os.File, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC | unix.O_NOCTTY, Resolve: resolveFlags}
-	for {
-		fd, err := unix.Openat2(int(dir.Fd()), rel, &how)
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			// EAGAIN: a concurrent rename raced the lookup; retry.
+// open opens rel below dir with flags, confined to the seed: by openat2
+// with resolveFlags where the kernel has it, else by walk.
+func (r *Repo) open(dir *os.File, rel string, flags uint64) (*os.File, error) {
+	if !r.walk.Load() {
+		how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC | unix.O_NOCTTY, Resolve: resolveFlags}
+		for {
+			fd, err := unix.Openat2(int(dir.Fd()), rel, &how)
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				// EAGAIN: a concurrent rename raced the lookup; retry.
+				continue
+			}
+			if errors.Is(err, unix.ENOSYS) {
+				r.walk.Store(true)
+				break
+			}
+			if err != nil {
+				return nil, pathError(rel, err)
+			}
+			return os.NewFile(uintptr(fd), rel), nil
+		}
+	}
+	return walkOpen(dir, rel, flags)
+}
+
+// sameObject checks that fd is the object name denotes in dir without
+// following a link: name is not a symbolic link and fd has its device and
+// inode. O_NOFOLLOW alone is not enough everywhere: gVisor follows a
+// final symbolic link for O_RDONLY|O_DIRECTORY|O_NOFOLLOW. If a link had
+// been followed (or the name changed between the two calls), the inodes
+// differ.
+func sameObject(dir int, name string, fd int) error {
+	var got, named unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		return err
+	}
+	if err := unix.Fstatat(dir, name, &named, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if named.Mode&unix.S_IFMT == unix.S_IFLNK || got.Dev != named.Dev || got.Ino != named.Ino {
+		return unix.ELOOP
+	}
+	return nil
+}
+
+// walkOpen is the same confinement without openat2: every component is
+// one name (never "..", which cleanPath refuses, and never containing a
+// "/"), opened relative to the descriptor of the directory before it with
+// O_NOFOLLOW and then checked by sameObject, so no component can be a
+// symbolic link (magic links are symbolic links too) and nothing is ever
+// resolved from a path string.
+func walkOpen(dir *os.File, rel string, flags uint64) (*os.File, error) {
+	var comps []string
+	for _, c := range strings.Split(rel, "/") {
+		switch c {
+		case "", ".":
 			continue
+		case "..":
+			return nil, pathError(rel, unix.EXDEV)
+		}
+		comps = append(comps, c)
+	}
+	cur := int(dir.Fd())
+	owned := -1 // the descriptor walkOpen opened and must close
+	defer func() {
+		if owned >= 0 {
+			unix.Close(owned)
+		}
+	}()
+	if len(comps) == 0 {
+		comps = []string{"."}
+	}
+	for i, c := range comps {
+		// O_PATH: passing through a directory needs only search
+		// permission, as it does for openat2.
+		f := int(unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC)
+		last := i == len(comps)-1
+		if last {
+			f = int(flags) | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOCTTY
+		}
+		var fd int
+		var err error
+		for {
+			fd, err = unix.Openat(cur, c, f, 0)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
 		}
 		if err != nil {
+			if errors.Is(err, unix.ENOTDIR) {
+				// A symbolic link opened with O_DIRECTORY|O_NOFOLLOW
+				// reports ENOTDIR; say which it is.
+				var st unix.Stat_t
+				if unix.Fstatat(cur, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = unix.ELOOP
+				}
+			}
 			return nil, pathError(rel, err)
 		}
-		return os.NewFile(uintptr(fd), rel), nil
+		if err := sameObject(cur, c, fd); err != nil {
+			unix.Close(fd)
+			return nil, pathError(rel, err)
+		}
+		if owned >= 0 {
+			unix.Close(owned)
+		}
+		cur, owned = fd, fd
 	}
+	owned = -1
+	return os.NewFile(uintptr(cur), rel), nil
 }
 
 // pathError explains a refused or failed open without naming anything
@@ -146,7 +253,7 @@ func (r *Repo) ListFiles(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	d, err := openBeneath(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	d, err := r.open(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return "", err
 	}
@@ -217,7 +324,7 @@ func (r *Repo) ReadFile(_ context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := openRegular(r.root, rel)
+	f, err := r.openRegular(r.root, rel)
 	if err != nil {
 		return "", err
 	}
@@ -235,8 +342,8 @@ func (r *Repo) ReadFile(_ context.Context, path string) (string, error) {
 
 // openRegular opens rel read-only and refuses anything but a regular file.
 // O_NONBLOCK keeps a FIFO in the seed from blocking the open.
-func openRegular(dir *os.File, rel string) (*os.File, error) {
-	f, err := openBeneath(dir, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+func (r *Repo) openRegular(dir *os.File, rel string) (*os.File, error) {
+	f, err := r.open(dir, rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +385,11 @@ func (r *Repo) Search(ctx context.Context, pattern, path string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	d, err := openBeneath(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	d, err := r.open(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return "", err
 	}
-	s := searcher{ctx: ctx, pat: []byte(pattern)}
+	s := searcher{r: r, ctx: ctx, pat: []byte(pattern)}
 	err = s.dir(d, rel, 0)
 	d.Close()
 	if err != nil {
@@ -298,6 +405,7 @@ func (r *Repo) Search(ctx context.Context, pattern, path string) (string, error)
 }
 
 type searcher struct {
+	r       *Repo
 	ctx     context.Context
 	pat     []byte
 	hits    []string
@@ -338,7 +446,7 @@ func (s *searcher) walk(d *os.File, rel string, depth int) error {
 				s.note(fmt.Sprintf("(directories deeper than %d levels were not searched)\n", maxSearchDepth))
 				continue
 			}
-			sub, err := openBeneath(d, name, unix.O_RDONLY|unix.O_DIRECTORY)
+			sub, err := s.r.open(d, name, unix.O_RDONLY|unix.O_DIRECTORY)
 			if err != nil {
 				continue
 			}
@@ -367,7 +475,7 @@ func (s *searcher) note(msg string) {
 }
 
 func (s *searcher) file(d *os.File, name, path string) error {
-	f, err := openRegular(d, name)
+	f, err := s.r.openRegular(d, name)
 	if err != nil {
 		return nil
 	}
