@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TokenVariables are the environment variables ResolveToken reads.
-var TokenVariables = []string{"GH_TOKEN", "GITHUB_TOKEN"}
+// TokenVariables returns the environment variables ResolveToken reads, in
+// order: a fresh slice each call, so no caller can change the list.
+func TokenVariables() []string { return []string{"GH_TOKEN", "GITHUB_TOKEN"} }
 
 // ScrubEnviron removes the named variables from this process: from its Go
 // environment (so no child inherits them) and from the initial environment

@@ -24,7 +24,7 @@ func TestScrubEnvironHelper(t *testing.T) {
 	tok := ResolveToken(os.Getenv)
 	fmt.Println("ready")
 	_, _ = in.ReadString('\n')
-	if err := ScrubEnviron(TokenVariables...); err != nil {
+	if err := ScrubEnviron(TokenVariables()...); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}

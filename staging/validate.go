@@ -32,7 +32,7 @@ func SeedID(runID, slug string) string {
 // trimmed of surrounding white space. "" means none is configured. The result
 // is a copy, so it survives ScrubEnviron.
 func ResolveToken(getenv func(string) string) string {
-	for _, name := range TokenVariables {
+	for _, name := range TokenVariables() {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			return strings.Clone(v)
 		}

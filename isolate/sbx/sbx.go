@@ -36,29 +36,31 @@ type Control struct {
 // Controls is the one list of what sbx would need: the capability probe,
 // verify's BLOCKED reason and the matrix all read it. The flags are what a
 // launch would require of `sbx create`; a control without a flag cannot be
-// had at all.
-var Controls = []Control{
-	{"no network", "--network", false},
-	{"pids limit", "--pids-limit", false},
-	{"disk (tmpfs) size limit", "--disk-limit", false},
-	{"file-size limit (RLIMIT_FSIZE)", "--ulimit-fsize", false},
-	{"private repository view at /query/repo", "--mount-target", false},
-	{"memory limit", "--memory", true},
-	{"cpu limit", "--cpus", true},
-	{"read-only root filesystem", "--read-only", false},
-	{"uid 65534", "--user", false},
-	{"no capabilities", "--cap-drop", false},
-	{"no-new-privileges", "--security-opt", false},
-	{"the project's seccomp policy", "--seccomp", false},
-	{"labels carrying the run and invocation ids", "--label", false},
-	{"digest-pinned template", "--template", false},
-	{"host-side no-follow read of /query/out", "", false},
+// had at all. It returns a fresh slice each call.
+func Controls() []Control {
+	return []Control{
+		{"no network", "--network", false},
+		{"pids limit", "--pids-limit", false},
+		{"disk (tmpfs) size limit", "--disk-limit", false},
+		{"file-size limit (RLIMIT_FSIZE)", "--ulimit-fsize", false},
+		{"private repository view at /query/repo", "--mount-target", false},
+		{"memory limit", "--memory", true},
+		{"cpu limit", "--cpus", true},
+		{"read-only root filesystem", "--read-only", false},
+		{"uid 65534", "--user", false},
+		{"no capabilities", "--cap-drop", false},
+		{"no-new-privileges", "--security-opt", false},
+		{"the project's seccomp policy", "--seccomp", false},
+		{"labels carrying the run and invocation ids", "--label", false},
+		{"digest-pinned template", "--template", false},
+		{"host-side no-follow read of /query/out", "", false},
+	}
 }
 
 // AuditedMissing names the controls the audited sbx CLI does not provide.
 func AuditedMissing() []string {
 	var out []string
-	for _, c := range Controls {
+	for _, c := range Controls() {
 		if !c.Audited {
 			out = append(out, c.Name)
 		}
@@ -80,15 +82,16 @@ type ControlStatus struct {
 // BLOCKED while any required control is not.
 func Check(ctx context.Context) []ControlStatus {
 	path, err := exec.LookPath("sbx")
-	out := make([]ControlStatus, 0, len(Controls))
+	controls := Controls()
+	out := make([]ControlStatus, 0, len(controls))
 	if err != nil {
-		for _, c := range Controls {
+		for _, c := range controls {
 			out = append(out, ControlStatus{Control: c.Name, Required: true, Evidence: "unavailable: the sbx CLI is not installed (not on PATH)"})
 		}
 		return out
 	}
 	help, herr := createHelp(ctx, path)
-	for _, c := range Controls {
+	for _, c := range controls {
 		st := ControlStatus{Control: c.Name, Required: true}
 		switch {
 		case c.Flag == "":

@@ -22,7 +22,7 @@ func TestBlockedEverywhere(t *testing.T) {
 	require.Error(t, perr)
 	assert.True(t, errors.Is(perr, ErrBlocked))
 	// Every control is named in the probe report.
-	for _, c := range Controls {
+	for _, c := range Controls() {
 		assert.Contains(t, perr.Error(), c.Name)
 	}
 	assert.ErrorIs(t, r.Usable(), ErrBlocked)
@@ -42,7 +42,7 @@ func TestBlockedEverywhere(t *testing.T) {
 func TestMissingListsEveryControl(t *testing.T) {
 	m := Missing(context.Background())
 	// With no sbx CLI here every control is missing, plus the CLI itself.
-	assert.GreaterOrEqual(t, len(m), len(Controls))
+	assert.GreaterOrEqual(t, len(m), len(Controls()))
 }
 
 // TestCheckIsStructured checks the seed's structured form: one object per
@@ -51,12 +51,12 @@ func TestMissingListsEveryControl(t *testing.T) {
 func TestCheckIsStructured(t *testing.T) {
 	ctx := context.Background()
 	st := Check(ctx)
-	require.Len(t, st, len(Controls))
+	require.Len(t, st, len(Controls()))
 	for i, s := range st {
-		assert.Equal(t, Controls[i].Name, s.Control)
+		assert.Equal(t, Controls()[i].Name, s.Control)
 		assert.True(t, s.Required)
 		assert.NotEmpty(t, s.Evidence)
-		if Controls[i].Flag == "" {
+		if Controls()[i].Flag == "" {
 			assert.False(t, s.Supported, "%s has no mechanism", s.Control)
 		}
 	}

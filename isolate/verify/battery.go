@@ -26,12 +26,14 @@ func Battery() []Probe {
 	return ps
 }
 
-// RuntimeChecks are the IDs of the results verify adds to each runtime's
+// RuntimeChecks returns the IDs of the results verify adds to each runtime's
 // battery besides the probes: the loaded filter, the seed's integrity and
-// the leftover checks.
-var RuntimeChecks = []string{
-	"filter/loaded", "filter/denylist", "fs/seed-unchanged",
-	"leftover/processes", "leftover/cgroups", "leftover/mounts", "leftover/state",
+// the leftover checks. It returns a fresh slice each call.
+func RuntimeChecks() []string {
+	return []string{
+		"filter/loaded", "filter/denylist", "fs/seed-unchanged",
+		"leftover/processes", "leftover/cgroups", "leftover/mounts", "leftover/state",
+	}
 }
 
 // filterProbe is the job whose live process verify reads the filter from.

@@ -184,7 +184,7 @@ func TestDirectFilterSelection(t *testing.T) {
 		ids[r.ID] = true
 		assert.Contains(t, []Status{Pass, Warn}, r.Status, "%s: %s", r.ID, r.Evidence)
 	}
-	for _, id := range RuntimeChecks {
+	for _, id := range RuntimeChecks() {
 		assert.True(t, ids[id], "%s is reported", id)
 	}
 }

@@ -100,7 +100,7 @@ func results(rep *Report) map[string]Result {
 func TestFakeBatteryPasses(t *testing.T) {
 	rep := runFake(t, &fakeRuntime{respond: passing}, everyProbe)
 	rs := results(rep)
-	assert.Len(t, rs, len(Battery())+len(RuntimeChecks)-2, "every probe plus seed and leftover checks")
+	assert.Len(t, rs, len(Battery())+len(RuntimeChecks())-2, "every probe plus seed and leftover checks")
 	for id, r := range rs {
 		assert.Equal(t, Pass, r.Status, "%s: %s", id, r.Evidence)
 	}

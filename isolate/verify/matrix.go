@@ -27,9 +27,10 @@ const (
 	CellBlocked = "blocked"
 )
 
-// AgentRuntimes are where the primary agent can run: as a process on the
-// host under awf run, or in a Docker, gVisor or sbx sandbox.
-var AgentRuntimes = []string{"host", "docker", "gvisor", "sbx"}
+// AgentRuntimes returns where the primary agent can run: as a process on the
+// host under awf run, or in a Docker, gVisor or sbx sandbox. It returns a
+// fresh slice each call.
+func AgentRuntimes() []string { return []string{"host", "docker", "gvisor", "sbx"} }
 
 // MatrixVersion is the version of the JSON matrix format.
 const MatrixVersion = 1
@@ -79,13 +80,13 @@ func BuildMatrix(ctx context.Context, o MatrixOptions) *Matrix {
 		}
 	}
 	m := &Matrix{Version: MatrixVersion, Agents: map[string]Availability{}, Queries: map[string]Availability{}}
-	for _, a := range AgentRuntimes {
+	for _, a := range AgentRuntimes() {
 		m.Agents[a] = o.Agent(ctx, a)
 	}
 	for _, q := range runtimes.Names() {
 		m.Queries[q] = queryAvailability(ctx, q, o)
 	}
-	for _, a := range AgentRuntimes {
+	for _, a := range AgentRuntimes() {
 		for _, q := range runtimes.Names() {
 			m.Cells = append(m.Cells, combine(a, q, m.Agents[a], m.Queries[q]))
 		}
@@ -179,8 +180,8 @@ func (m *Matrix) Cell(agent, query string) (Cell, bool) {
 // ParsePair splits "AGENT/QUERY" and checks both names.
 func ParsePair(s string) (agent, query string, err error) {
 	agent, query, ok := strings.Cut(s, "/")
-	if !ok || !slices.Contains(AgentRuntimes, agent) || !slices.Contains(runtimes.Names(), query) {
-		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes, runtimes.Names())
+	if !ok || !slices.Contains(AgentRuntimes(), agent) || !slices.Contains(runtimes.Names(), query) {
+		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes(), runtimes.Names())
 	}
 	return agent, query, nil
 }
@@ -216,7 +217,7 @@ func (m *Matrix) WriteJSON(w io.Writer) error {
 func (m *Matrix) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "AGENT \\ QUERY\t%s\n", strings.Join(runtimes.Names(), "\t"))
-	for _, a := range AgentRuntimes {
+	for _, a := range AgentRuntimes() {
 		row := []string{a}
 		for _, q := range runtimes.Names() {
 			c, _ := m.Cell(a, q)

@@ -91,7 +91,7 @@ func TestSbxAlwaysBlocked(t *testing.T) {
 	require.NoError(t, err)
 	rr := rep.Runtimes[0]
 	assert.Equal(t, Blocked, rr.Status)
-	for _, c := range SbxMissingControls {
+	for _, c := range SbxMissingControls() {
 		assert.Contains(t, rr.Reason, c)
 	}
 	assert.False(t, rep.OK)

@@ -27,10 +27,10 @@ type traits struct {
 	procInodeResidual string
 }
 
-// SbxMissingControls are the query-isolation controls the audited sbx CLI
+// SbxMissingControls returns the query-isolation controls the audited sbx CLI
 // does not expose, so the sbx runtime is always BLOCKED. They come from the
-// sbx package's one list of controls.
-var SbxMissingControls = sbx.AuditedMissing()
+// sbx package's one list of controls; a fresh slice each call.
+func SbxMissingControls() []string { return sbx.AuditedMissing() }
 
 // traitsFor returns the traits of a runtime by name.
 func traitsFor(name string) traits {
@@ -45,7 +45,7 @@ func traitsFor(name string) traits {
 	case "docker":
 		return traits{procInodeResidual: "a declared residual of the docker backend (docs/security.md, cross-invocation channels): the Engine's runc 1.1 needs /proc to start a container, so procfs inode numbers come from the host's counter, several bits per query pair"}
 	case "sbx":
-		return traits{missing: SbxMissingControls}
+		return traits{missing: SbxMissingControls()}
 	}
 	return traits{}
 }

@@ -18,7 +18,7 @@ func TestDocsListEveryCheck(t *testing.T) {
 	for _, p := range append(Battery(), filterProbe) {
 		assert.Contains(t, doc, "`"+p.ID+"`", "docs/verify.md must explain probe %s", p.ID)
 	}
-	for _, id := range RuntimeChecks {
+	for _, id := range RuntimeChecks() {
 		assert.Contains(t, doc, "`"+id+"`", "docs/verify.md must explain %s", id)
 	}
 	for _, id := range []string{"host/kernel", "host/cgroup", "host/overlayfs", "host/seccomp", "host/openat2", "host/userns", "host/runsc", "host/docker", "hazard/docker-sock", "hazard/token-env", "hazard/private-root", "host/cpu-split"} {

@@ -219,7 +219,7 @@ func TestReportExitAndRendering(t *testing.T) {
 func TestBlockedReportListsEveryProbe(t *testing.T) {
 	rr := blockedReport("sbx", withMissing(traitsFor("sbx"), "no sbx"), Battery())
 	assert.Equal(t, Blocked, rr.Status)
-	assert.Len(t, rr.Results, len(Battery())+len(RuntimeChecks))
+	assert.Len(t, rr.Results, len(Battery())+len(RuntimeChecks()))
 	assert.Contains(t, rr.Reason, "no network")
 	assert.Contains(t, rr.Reason, "no sbx")
 	for _, r := range rr.Results {

@@ -65,17 +65,17 @@ func TestBuildMatrix(t *testing.T) {
 			return Availability{CellUnavailable, name + " absent"}
 		},
 	})
-	assert.Len(t, m.Cells, len(AgentRuntimes)*4)
+	assert.Len(t, m.Cells, len(AgentRuntimes())*4)
 	c, ok := m.Cell("host", "direct")
 	require.True(t, ok)
 	assert.Equal(t, CellSupported, c.State)
 	c, _ = m.Cell("host", "gvisor")
 	assert.Equal(t, CellUnavailable, c.State)
 	assert.Contains(t, c.Reason, "runsc not found")
-	for _, a := range AgentRuntimes {
+	for _, a := range AgentRuntimes() {
 		c, _ := m.Cell(a, "sbx")
 		assert.Equal(t, CellBlocked, c.State, "sbx query cells are always blocked")
-		for _, ctl := range SbxMissingControls {
+		for _, ctl := range SbxMissingControls() {
 			assert.Contains(t, c.Reason, ctl)
 		}
 	}

@@ -146,7 +146,7 @@ func blockedReport(name, reason string, probes []Probe) RuntimeReport {
 	for _, p := range probes {
 		rr.Results = append(rr.Results, Result{ID: p.ID, Group: p.Group, Status: Blocked, Evidence: reason})
 	}
-	for _, id := range RuntimeChecks {
+	for _, id := range RuntimeChecks() {
 		rr.Results = append(rr.Results, Result{ID: id, Group: strings.Split(id, "/")[0], Status: Blocked, Evidence: reason})
 	}
 	rr.finish(0)
