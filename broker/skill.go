@@ -2,8 +2,10 @@ package broker
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -13,10 +15,40 @@ type SkillRepo struct {
 	Sensitivity string
 }
 
-// Skill renders the bounded-query SKILL.md: each repository with its
-// sensitivity and initial run budget, the charge formula, the buckets, the
-// script contract and a worked example. It never shows a remaining balance.
+// Skill renders the bounded-query SKILL.md with the default sandbox facts
+// (SkillWith).
 func Skill(repos []SkillRepo, timeoutSeconds, maxInvocations int) string {
+	return SkillWith(repos, timeoutSeconds, maxInvocations, SandboxFacts{Limits: isolate.DefaultLimits()})
+}
+
+// SandboxFacts are what a query author needs to know of the sandbox: the
+// Python version of the root filesystem and the limits.
+type SandboxFacts struct {
+	Python string // "3.11"; "" = unknown
+	Limits isolate.Limits
+}
+
+// SandboxFactsFor reads the Python version of the root filesystem at
+// rootfsDir (its usr/lib/python3.N) and takes the default limits with the
+// configured memory (0 = the default), as the broker does.
+func SandboxFactsFor(rootfsDir string, memoryBytes int64) SandboxFacts {
+	f := SandboxFacts{Limits: isolate.DefaultLimits()}
+	if memoryBytes > 0 {
+		f.Limits.MemoryBytes = memoryBytes
+	}
+	if m, _ := filepath.Glob(filepath.Join(rootfsDir, "usr", "lib", "python3.*")); len(m) == 1 {
+		f.Python = strings.TrimPrefix(filepath.Base(m[0]), "python")
+	}
+	return f
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+// SkillWith renders the bounded-query SKILL.md: each repository with its
+// sensitivity and initial run budget, the charge formula, the buckets, the
+// script contract with the sandbox's facts, and a worked example. It never
+// shows a remaining balance.
+func SkillWith(repos []SkillRepo, timeoutSeconds, maxInvocations int, f SandboxFacts) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("---\nname: bounded-query\ndescription: Ask a narrow, finite question about a private repository you cannot read. Use only when the answer fits a small schema and the repository's budget affords it.\n---\n\n")
@@ -57,12 +89,27 @@ func Skill(repos []SkillRepo, timeoutSeconds, maxInvocations int) string {
 	w("null; enum members share one JSON type and are unique. Limits: depth %d, %d nodes, %d fields/items/variants,\n", proto.MaxSchemaDepth, proto.MaxSchemaNodes, proto.MaxObjectFields)
 	w("array length at most %d. There are no free strings, floats, regexes, optional fields or recursion.\n\n", proto.MaxArrayLength)
 	w("## Script contract\n\n")
-	w("- Python 3 standard library only. The repository is at `/query/repo` (you may modify your copy).\n")
+	python := "Python 3"
+	if f.Python != "" {
+		python += " (" + f.Python + ")"
+	}
+	w("- %s, standard library only. The repository is at `/query/repo`: a single-commit shallow clone of\n", python)
+	w("  its configured ref (one commit: no history, no other branches or tags). You may modify your copy; the\n")
+	w("  changes go to a %s layer that is thrown away.\n", mib(f.Limits.RepoUpperBytes))
+	w("- One process: threads work, but `os.fork`, `os.system` and anything else that forks are killed by the\n")
+	w("  seccomp policy, and `subprocess`, `os.pipe`, `socket` and `asyncio` raise PermissionError. There is\n")
+	w("  no network.\n")
+	w("- `/tmp` is a %s tmpfs (noexec), `/query` a %s one; memory %s, at most %d processes and threads,\n",
+		mib(f.Limits.TmpTmpfsBytes), mib(f.Limits.QueryTmpfsBytes), mib(f.Limits.MemoryBytes), f.Limits.Pids)
+	w("  files at most %s each.\n", mib(f.Limits.FileSizeBytes))
 	w("- Write exactly one JSON value conforming to the schema to `/query/out` (at most %d bytes).\n", proto.MaxResultBytes)
 	w("- stdout, stderr and the exit status are discarded. The script runs as an unprivileged user, with a\n")
 	w("  %d s time limit.\n", timeoutSeconds)
 	w("- Non-conformant outputs (all give the error line): a missing or oversized file, malformed JSON,\n")
-	w("  duplicate keys, trailing content, a value outside the schema, a non-zero exit, a timeout.\n\n")
+	w("  duplicate keys, trailing content, a value outside the schema, a non-zero exit, a timeout.\n")
+	w("- When a query keeps failing, ask your operator to run it with `awf query` (the same repository, schema\n")
+	w("  and script): it shows them what you never see, such as the traceback, the system call the policy\n")
+	w("  killed or why the output does not match the schema.\n\n")
 	w("Worked example: does the repository have a SECURITY.md at its root? (cardinality 2, charge 5 bits)\n\n")
 	w("```sh\nbounded-query --repo %s --schema '{\"type\":\"boolean\"}' <<'EOF'\nimport json, os\nwith open('/query/out', 'w') as f:\n    json.dump(os.path.isfile('/query/repo/SECURITY.md'), f)\nEOF\n```\n\n", exampleRepo(repos))
 	w("## Budget\n\n")

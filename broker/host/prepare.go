@@ -336,7 +336,7 @@ func (r *Run) writeIngress(cli string, bq config.BoundedQueries) error {
 	for _, p := range bq.PrivateRepos {
 		repos = append(repos, broker.SkillRepo{Repo: p.Repo, Sensitivity: p.Sensitivity})
 	}
-	if err := writeExclusive(l.SkillPath, []byte(broker.Skill(repos, bq.TimeoutSeconds, bq.MaxInvocations)), 0o644); err != nil {
+	if err := writeExclusive(l.SkillPath, []byte(broker.SkillWith(repos, bq.TimeoutSeconds, bq.MaxInvocations, broker.SandboxFactsFor(r.Spec.RootFS, bq.MemoryBytes))), 0o644); err != nil {
 		return err
 	}
 	bin, err := os.ReadFile(cli)
