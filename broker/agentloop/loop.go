@@ -77,9 +77,6 @@ type Options struct {
 	// RetryWaitMax caps the wait before the one retry (0: maxRetryWait).
 	// Tests shorten it.
 	RetryWaitMax time.Duration
-	// OnRequest, if set, is called just before each model request is sent
-	// (the benchmark uses it). It must not block.
-	OnRequest func(n int)
 }
 
 // Outcome is how an invocation ended.
@@ -128,6 +125,7 @@ type loop struct {
 // model input; every failure is a state in the Outcome.
 func Run(ctx context.Context, o Options) Outcome {
 	l := &loop{o: o, cfg: &o.Config, tr: newTranscript(o.Transcript)}
+	l.tr.secret = o.Config.Capability
 	out := l.run(ctx)
 	l.tr.end(out)
 	return out
@@ -236,6 +234,9 @@ func (l *loop) answer(ctx context.Context, calls []toolCall) ([]toolResult, *Out
 		if err != nil {
 			content = "error: " + err.Error()
 			tr["error"] = true
+		}
+		if content == "" {
+			content = "(empty)" // some providers refuse an empty tool result
 		}
 		content = cutResult(content)
 		tr["result"] = content
@@ -406,9 +407,6 @@ func (l *loop) post(ctx context.Context, body []byte) (int, http.Header, []byte,
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "awf-agent-loop")
 	l.p.setHeaders(req.Header, l.cfg)
-	if l.o.OnRequest != nil {
-		l.o.OnRequest(l.out.Requests)
-	}
 	resp, err := l.o.Client.Do(req)
 	if err != nil {
 		return 0, nil, nil, transportError(err)

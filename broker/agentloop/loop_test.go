@@ -706,3 +706,47 @@ func TestMainBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopManyCalls: a reply with more calls than the loop answers gets an
+// error result for each extra one; the calls it answers run in order, and
+// a valid finish among them ends the loop. Forced-function replies that
+// say "stop" (as OpenAI's do) still have their calls run.
+func TestLoopManyCalls(t *testing.T) {
+	many := func(p string, n int, last string) string {
+		var calls []string
+		for i := range n {
+			id := "c" + strconv.Itoa(i)
+			if p == ProfileOpenAI {
+				calls = append(calls, `{"id":"`+id+`","type":"function","function":{"name":"list_files","arguments":"{\"path\":\".\"}"}}`)
+			} else {
+				calls = append(calls, `{"type":"tool_use","id":"`+id+`","name":"list_files","input":{"path":"."}}`)
+			}
+		}
+		if last != "" {
+			calls = append(calls, last)
+		}
+		if p == ProfileOpenAI {
+			return `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` + strings.Join(calls, ",") +
+				`]},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
+		}
+		return `{"type":"message","role":"assistant","content":[` + strings.Join(calls, ",") +
+			`],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`
+	}
+	finishCall := map[string]string{
+		ProfileOpenAI:    `{"id":"f","type":"function","function":{"name":"finish","arguments":"{\"result\":\"api\"}"}}`,
+		ProfileAnthropic: `{"type":"tool_use","id":"f","name":"finish","input":{"result":"api"}}`,
+	}
+	for _, p := range profiles {
+		t.Run(p, func(t *testing.T) {
+			r := runLoop(t, p, enumSchema, []fakeprovider.Turn{
+				{Kind: fakeprovider.Raw, Body: many(p, 10, "")},
+				{Kind: fakeprovider.Raw, Body: many(p, 1, finishCall[p])},
+			}, nil)
+			require.Equal(t, StateOK, r.out.State, r.out.Detail)
+			assert.Equal(t, `"api"`, string(r.out.Result))
+			second := string(r.fake.Requests()[1].Body)
+			assert.Equal(t, 2, strings.Count(second, "too many tool calls in one reply"))
+			assert.Equal(t, maxToolCallsPerReply, strings.Count(second, `dir net\n`))
+		})
+	}
+}

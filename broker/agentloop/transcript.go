@@ -3,6 +3,7 @@ package agentloop
 import (
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -26,6 +27,10 @@ type transcript struct {
 	w       io.Writer
 	written int
 	dropped int
+	// secret is the capability. Nothing the loop records should hold it
+	// (it only ever travels in a header), but any string that did is
+	// scrubbed rather than trusted to be clean.
+	secret string
 }
 
 func newTranscript(w io.Writer) *transcript { return &transcript{w: w} }
@@ -40,9 +45,17 @@ func (t *transcript) line(fields map[string]any, final bool) {
 		return
 	}
 	for k, v := range fields {
-		if s, ok := v.(string); ok && len(s) > maxTranscriptString {
-			fields[k] = clipString(s, maxTranscriptString) + "…(cut)"
+		s, ok := v.(string)
+		if !ok {
+			continue
 		}
+		if t.secret != "" {
+			s = strings.ReplaceAll(s, t.secret, "[capability]")
+		}
+		if len(s) > maxTranscriptString {
+			s = clipString(s, maxTranscriptString) + "…(cut)"
+		}
+		fields[k] = s
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
