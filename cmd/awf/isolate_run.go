@@ -80,6 +80,8 @@ func cmdIsolateRun(ctx context.Context, e env) int {
 	root := *rootDir
 	if root == "" {
 		root = filepath.Join(scratch, "rootfs")
+		// A build takes seconds: say so, as awf run does for its own.
+		fmt.Fprintf(e.stderr, "awf: building a root filesystem for this run in %s (--rootfs reuses one)\n", root)
 		if _, err := rootfs.Build(ctx, rootfs.Options{Out: root}); err != nil {
 			return fail("%v", err)
 		}
