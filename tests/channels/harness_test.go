@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 //go:embed testdata/*.py
@@ -75,21 +77,7 @@ func randUint64(t *testing.T) uint64 {
 // makeRepo creates a one-commit git repository with the given files.
 func makeRepo(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
-	for name, body := range files {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
-	}
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"add", "."},
-		{"-c", "user.email=ch@example.com", "-c", "user.name=ch", "commit", "-q", "-m", "initial"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1"}
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
+	require.NoError(t, fixture.MakeRepo(dir, "ch", files))
 }
 
 // newSecretRepo makes confidential repository secret/<name> with a fresh secret.

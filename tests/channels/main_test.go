@@ -9,18 +9,15 @@
 package channels
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // long repeats every trial: more bits per receiver, a tighter estimate.
@@ -55,71 +52,18 @@ func TestMain(m *testing.M) {
 }
 
 func setup(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "channels: FAIL: these tests must run as root (they run awf run, sandboxes and an agent user)")
+	env, err := fixture.Setup(fixture.Options{Suite: "channels", UserPrefix: "awf-ch", Prebuilt: *prebuilt})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var err error
-	if workDir, err = os.MkdirTemp("", "awf-channels-"); err != nil {
-		fmt.Fprintln(os.Stderr, "channels:", err)
-		return 1
-	}
-	defer os.RemoveAll(workDir)
-	if err := os.Chmod(workDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "channels:", err)
-		return 1
-	}
-	binDir = filepath.Join(workDir, "bin")
-	awfBin = filepath.Join(binDir, "awf")
-	for _, c := range []string{"awf", "bounded-query"} {
-		if *prebuilt != "" {
-			if err := copyExecutable(filepath.Join(*prebuilt, c), filepath.Join(binDir, c)); err != nil {
-				fmt.Fprintf(os.Stderr, "channels: prebuilt %s: %v\n", c, err)
-				return 1
-			}
-			continue
-		}
-		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "channels: build %s: %v\n%s", c, err, out)
-			return 1
-		}
-	}
+	defer env.Close()
+	workDir, binDir, awfBin, rootfsDir, rootfsHash, agentUser = env.Work, env.BinDir, env.AwfBin, env.RootFS, env.RootFSHash, env.AgentUser
 	if killed, err = killedCalls(); err != nil {
 		fmt.Fprintln(os.Stderr, "channels: policy:", err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rootfsDir = filepath.Join(workDir, "rootfs")
-	if rootfsHash, err = rootfs.Build(ctx, rootfs.Options{Out: rootfsDir}); err != nil {
-		fmt.Fprintln(os.Stderr, "channels: rootfs:", err)
-		return 1
-	}
-	agentUser = fmt.Sprintf("awf-ch-%d", os.Getpid()%100000)
-	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", agentUser).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "channels: useradd: %v\n%s", err, out)
-		return 1
-	}
-	defer exec.Command("userdel", agentUser).Run()
 	return m.Run()
-}
-
-// copyExecutable copies a prebuilt binary into the 0755 work directory, so the
-// agent user and the sandbox can execute it wherever the original lives.
-func copyExecutable(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("mkdir: %w", err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
 }
 
 // killedCalls reads `awf policy table @default` and returns every x86_64

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // repo is one privateRepos entry for a test config.
@@ -58,13 +60,7 @@ func writeConfig(t *testing.T, b bq) string {
 // agentScript writes a shell script the agent user can read and run.
 func agentScript(t *testing.T, body string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "awf-e2e-agent-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	p := filepath.Join(dir, "agent.sh")
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
-	return p
+	return fixture.AgentScript(t, "awf-e2e-agent-", body)
 }
 
 // result is what one awf run produced.
@@ -110,9 +106,7 @@ func removeArchive(t *testing.T, stderr string) {
 	}
 }
 
-func baseEnv() []string {
-	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-}
+func baseEnv() []string { return fixture.BaseEnv() }
 
 // lines returns the "KEY value" lines the agent printed, by key.
 func lines(stdout string) map[string]string {

@@ -9,7 +9,6 @@ package faults
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,7 +24,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 var (
@@ -50,71 +49,19 @@ const (
 func TestMain(m *testing.M) { os.Exit(setup(m)) }
 
 func setup(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "faults: FAIL: these tests must run as root (they build sandboxes, namespaces and a user)")
-		return 1
-	}
-	work, err := os.MkdirTemp("", "awf-faults-")
+	env, err := fixture.Setup(fixture.Options{Suite: "faults", UserPrefix: "awf-flt"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "faults:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "faults:", err)
-		return 1
-	}
-	binDir = filepath.Join(work, "bin")
-	awfBin = filepath.Join(binDir, "awf")
-	for _, c := range []string{"awf", "bounded-query"} {
-		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "faults: build %s: %v\n%s", c, err, out)
-			return 1
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rootfsDir = filepath.Join(work, "rootfs")
-	if rootfsHash, err = rootfs.Build(ctx, rootfs.Options{Out: rootfsDir}); err != nil {
-		fmt.Fprintln(os.Stderr, "faults: rootfs:", err)
-		return 1
-	}
-	agentUser = fmt.Sprintf("awf-flt-%d", os.Getpid()%100000)
-	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", agentUser).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "faults: useradd: %v\n%s", err, out)
-		return 1
-	}
-	defer exec.Command("userdel", agentUser).Run()
-	repoDir = filepath.Join(work, "repo")
-	if err := makeRepo(repoDir); err != nil {
+	defer env.Close()
+	binDir, awfBin, rootfsDir, rootfsHash, agentUser = env.BinDir, env.AwfBin, env.RootFS, env.RootFSHash, env.AgentUser
+	repoDir = filepath.Join(env.Work, "repo")
+	if err := fixture.MakeRepo(repoDir, "f", map[string]string{"SECURITY.md": "report to security@example.com\n"}); err != nil {
 		fmt.Fprintln(os.Stderr, "faults: repo:", err)
 		return 1
 	}
 	return m.Run()
-}
-
-func makeRepo(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SECURITY.md"), []byte("report to security@example.com\n"), 0o644); err != nil {
-		return err
-	}
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"add", "."},
-		{"-c", "user.email=f@example.com", "-c", "user.name=f", "commit", "-q", "-m", "initial"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v: %s", args, err, out)
-		}
-	}
-	return nil
 }
 
 // writeConfig writes an awf config for runtime rt.
@@ -140,13 +87,7 @@ func writeConfig(t *testing.T, rt string, maxInvocations int) string {
 // agentScript writes a shell script the agent user can run.
 func agentScript(t *testing.T, body string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "awf-faults-agent-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	p := filepath.Join(dir, "agent.sh")
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
-	return p
+	return fixture.AgentScript(t, "awf-faults-agent-", body)
 }
 
 // queryLine is a shell line that runs one query whose script sleeps for
@@ -187,7 +128,7 @@ func startRun(t *testing.T, cfg, script string) *run {
 	t.Helper()
 	cmd := exec.Command(awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
 	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	cmd.Env = fixture.BaseEnv()
 	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
