@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"sync"
@@ -107,14 +108,29 @@ func (c *Control) Revoke(ctx context.Context, token string) error {
 
 // Listen hands the proxy a listener to serve (the proxy end of the
 // enclave link, created in the namespace awf made for it): a TCP listener
-// on a loopback or IPv4 link-local address.
-func (c *Control) Listen(ctx context.Context, l *net.TCPListener) error {
+// on a loopback or IPv4 link-local address. It returns the listener's id
+// for Unlisten.
+func (c *Control) Listen(ctx context.Context, l *net.TCPListener) (string, error) {
 	f, err := l.File()
 	if err != nil {
-		return fmt.Errorf("api proxy control: %w", err)
+		return "", fmt.Errorf("api proxy control: %w", err)
 	}
 	defer f.Close()
-	_, err = c.exchange(ctx, controlRequest{Op: "listen"}, f)
+	r, err := c.exchange(ctx, controlRequest{Op: "listen"}, f)
+	if err != nil {
+		return "", err
+	}
+	if r.Token == "" {
+		return "", errors.New("api proxy control: no listener id in the reply")
+	}
+	return r.Token, nil
+}
+
+// Unlisten makes the proxy close a listener that Listen handed over, so
+// that nothing of a torn-down enclave stays open in the proxy (its socket
+// would keep the enclave's namespace alive).
+func (c *Control) Unlisten(ctx context.Context, id string) error {
+	_, err := c.exchange(ctx, controlRequest{Op: "unlisten", Token: id}, nil)
 	return err
 }
 
@@ -177,8 +193,38 @@ type controlServer struct {
 	enclave Limits
 	serve   func(net.Listener)
 
+	mu        sync.Mutex
+	issued    map[string]string // token → caller, for revocation by issuer only
+	listeners map[string]*ownedListener
+	nextID    int
+}
+
+// ownedListener is a handed-over listener that Unlisten closes; after that
+// Accept reports http.ErrServerClosed, as a stopped server's would.
+type ownedListener struct {
+	net.Listener
 	mu     sync.Mutex
-	issued map[string]string // token → caller, for revocation by issuer only
+	closed bool
+}
+
+func (l *ownedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		l.mu.Lock()
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			return nil, http.ErrServerClosed
+		}
+	}
+	return c, err
+}
+
+func (l *ownedListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	return l.Listener.Close()
 }
 
 // serveControl answers requests on h until it is closed or ctx ends.
@@ -200,7 +246,8 @@ func serveControl(ctx context.Context, h *os.File, p *Proxy, enclave Limits, ser
 	stop := context.AfterFunc(ctx, func() { uc.Close() })
 	defer stop()
 	defer uc.Close()
-	s := &controlServer{p: p, enclave: enclave, serve: serve, issued: map[string]string{}}
+	s := &controlServer{p: p, enclave: enclave, serve: serve, issued: map[string]string{}, listeners: map[string]*ownedListener{}}
+	defer s.closeListeners()
 	buf := make([]byte, maxControlMessage)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
@@ -275,10 +322,37 @@ func (s *controlServer) handle(msg []byte, fds []int) controlReply {
 		if err != nil {
 			return fail("%v", err)
 		}
-		s.serve(l)
+		ol := &ownedListener{Listener: l}
+		s.mu.Lock()
+		s.nextID++
+		id := fmt.Sprintf("listener-%d", s.nextID)
+		s.listeners[id] = ol
+		s.mu.Unlock()
+		s.serve(ol)
+		return controlReply{OK: true, Token: id}
+	case "unlisten":
+		s.mu.Lock()
+		l, ok := s.listeners[req.Token]
+		delete(s.listeners, req.Token)
+		s.mu.Unlock()
+		if !ok {
+			return fail("not a listener this channel handed over")
+		}
+		l.Close()
 		return controlReply{OK: true}
 	}
 	return fail("unknown op %q", req.Op)
+}
+
+// closeListeners closes every listener still handed over when the
+// channel ends.
+func (s *controlServer) closeListeners() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, l := range s.listeners {
+		l.Close()
+		delete(s.listeners, id)
+	}
 }
 
 // enclaveListener turns a received descriptor into a listener, which must

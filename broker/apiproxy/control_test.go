@@ -118,15 +118,21 @@ func TestControlListenAcceptsOnlyLocalTCP(t *testing.T) {
 	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
 	defer l.Close()
-	require.NoError(t, c.Listen(ctx, l))
+	id, err := c.Listen(ctx, l)
+	require.NoError(t, err)
 	got := <-served
 	assert.Equal(t, l.Addr().String(), got.Addr().String())
-	got.Close()
+	require.NoError(t, c.Unlisten(ctx, id))
+	_, err = got.Accept()
+	assert.ErrorIs(t, err, http.ErrServerClosed, "unlisten closed the proxy's copy")
+	assert.Error(t, c.Unlisten(ctx, id), "twice")
+	assert.Error(t, c.Unlisten(ctx, "listener-99"))
 
 	any4, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4zero})
 	require.NoError(t, err)
 	defer any4.Close()
-	assert.Error(t, c.Listen(ctx, any4), "an unspecified address reaches every interface")
+	_, err = c.Listen(ctx, any4)
+	assert.Error(t, err, "an unspecified address reaches every interface")
 	assert.Empty(t, served)
 }
 
@@ -163,7 +169,8 @@ func TestProcessControlChannel(t *testing.T) {
 	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
 	addr := l.Addr().String()
-	require.NoError(t, c.Listen(ctx, l))
+	lid, err := c.Listen(ctx, l)
+	require.NoError(t, err)
 	l.Close()
 
 	tok, err := c.Issue(ctx, "enclave-0123456789abcdef01234567", 1, 100)
@@ -182,6 +189,11 @@ func TestProcessControlChannel(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, st)
 	assert.Equal(t, string(CodeCapabilityRevoked), errorCode(t, b))
 	assert.Equal(t, 1, fake.Count(), "only the one allowed request went upstream")
+
+	// Once unlistened, the enclave-side listener is gone from the proxy.
+	require.NoError(t, c.Unlisten(ctx, lid))
+	_, err = net.DialTimeout("tcp", addr, 2*time.Second)
+	assert.Error(t, err, "the proxy still listens on a torn-down enclave's link")
 
 	raw, err := os.ReadFile(spec.AuditPath)
 	require.NoError(t, err)
