@@ -25,6 +25,7 @@ build: deps
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do $(GO) build -trimpath -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 	@CGO_ENABLED=0 GOFLAGS= $(GO) build -trimpath -o $(BIN)/agent-loop ./cmd/agent-loop
+	@CGO_ENABLED=0 GOFLAGS= $(GO) build -trimpath -o $(BIN)/enclave-probe ./cmd/enclave-probe
 	@echo "built: $(addprefix $(BIN)/,$(CMDS))"
 
 # The docker backend's tests need a daemon: tests/setup/dockerd.sh starts Debian's

@@ -36,6 +36,7 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
        awf isolate verify --agent [--agent-network host|none]... [--agent-user NAME]
                          [--json] [--rootfs DIR [--digest D]] [--policy FILE]
                          [--cgroup-parent NAME] [--progress]
+       awf isolate verify --enclave [--runtime NAME]... [--enclave-probe PATH] [--json]
 
 Checks this host (kernel, cgroup mode, overlayfs, seccomp, openat2, user
 namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
@@ -147,6 +148,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	var agentNets listFlag
 	fs.Var(&agentNets, "agent-network", "with --agent: agent.network mode to check, host or none (repeatable; default both)")
 	agentUser := fs.String("agent-user", "", "with --agent: the agent user (default: a throwaway system user)")
+	enclave := fs.Bool("enclave", false, "run the bounded-agent network probes from inside a real enclave")
+	enclaveProbe := fs.String("enclave-probe", "", "with --enclave: the static enclave-probe binary (default: next to awf)")
 	if err := fs.Parse(spreadValues(e.args, "runtime", "require", "agent-network")); err != nil {
 		return 2
 	}
@@ -170,6 +173,10 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	names, required, err := verifyRuntimes(rts, req)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *enclave {
+		return runEnclaveVerify(ctx, e, enclaveVerify{runtimes: names, required: required, explicit: len(rts) > 0, probe: *enclaveProbe,
+			format: *format, stateDir: *stateDir, cgroupParent: *cgroupParent, runsc: *runsc, dockerSocket: *dockerSock})
 	}
 	pol, err := loadRunPolicy(*policyFile)
 	if err != nil {

@@ -117,6 +117,14 @@ func buildCreate(c containerSpec) (createBody, error) {
 	if slices.ContainsFunc(d.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace }) {
 		network = "none"
 	}
+	if slices.ContainsFunc(d.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace && n.Path != "" }) {
+		// An enclave network (isolate.Template.Network): the Engine's
+		// NetworkMode is none, host, bridge, a named network or
+		// container:<id>, never a namespace path, so the container cannot
+		// join the enclave's namespace; failing here beats "none", which
+		// would drop the one peer without saying so.
+		return createBody{}, fmt.Errorf("docker: BLOCKED: the Engine cannot join an existing network namespace (NetworkMode has no namespace-path form), so the enclave network cannot be expressed")
+	}
 	var capDrop []string
 	if d.Process.Capabilities != nil {
 		capDrop = []string{"ALL"}

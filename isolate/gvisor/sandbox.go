@@ -113,7 +113,7 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	if err := os.Mkdir(stateRoot, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("runsc state root: %w", err)
 	}
-	args := globalArgs(stateRoot, s.ws.Path("runsc.log"), s.platform, s.seccomp != nil, s.t.Weaken.NoNetNS)
+	args := withNetwork(globalArgs(stateRoot, s.ws.Path("runsc.log"), s.platform, s.seccomp != nil, s.t.Weaken.NoNetNS), s.t)
 	args = append(args, "run", "--bundle="+bundle, s.container)
 	cmd := exec.Command(s.r.runsc, args...)
 	cmd.Dir = s.ws.Dir

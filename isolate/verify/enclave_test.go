@@ -1,0 +1,131 @@
+package verify
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate/enclave"
+)
+
+var (
+	probeOnce sync.Once
+	probeBin  string
+	probeErr  error
+)
+
+// enclaveProbe builds cmd/enclave-probe once, statically.
+func enclaveProbe(t *testing.T) string {
+	t.Helper()
+	probeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "awf-verify-enclave-probe-")
+		if err != nil {
+			probeErr = err
+			return
+		}
+		probeBin = filepath.Join(dir, "enclave-probe")
+		cmd := exec.Command("go", "build", "-o", probeBin, "github.com/awf-project/awf/cmd/enclave-probe")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			probeErr = err
+			probeBin = string(out)
+		}
+	})
+	require.NoError(t, probeErr, "build enclave-probe: %s", probeBin)
+	return probeBin
+}
+
+// runEnclave runs RunEnclave in one runtime with w and returns its report.
+// A runtime whose host component is absent skips, saying BLOCKED.
+func runEnclave(t *testing.T, name string, w enclave.Weakening) RuntimeReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := RunEnclave(ctx, EnclaveOptions{Runtimes: []string{name}, ProbeBinary: enclaveProbe(t), Weaken: w})
+	require.NoError(t, err)
+	require.Len(t, rep.Runtimes, 1)
+	rr := rep.Runtimes[0]
+	if rr.Status == Blocked && name == "gvisor" {
+		t.Skipf("BLOCKED: %s", rr.Reason)
+	}
+	return rr
+}
+
+// failing lists the IDs of rr's results that are not PASS, but the policy
+// layer's known FAIL.
+func failing(rr RuntimeReport) []string {
+	var out []string
+	for _, r := range rr.Results {
+		if r.Status != Pass && r.ID != "enclave/policy" {
+			out = append(out, r.ID+": "+string(r.Status)+" "+r.Evidence)
+		}
+	}
+	return out
+}
+
+// TestEnclaveVerify is awf isolate verify --enclave on direct and gvisor:
+// from inside a real enclave the proxy answers and nothing else does, and
+// the enclave leaves nothing behind.
+func TestEnclaveVerify(t *testing.T) {
+	for _, name := range []string{"direct", "gvisor"} {
+		t.Run(name, func(t *testing.T) {
+			rr := runEnclave(t, name, enclave.Weakening{})
+			assert.Empty(t, failing(rr))
+			ids := map[string]Status{}
+			for _, r := range rr.Results {
+				ids[r.ID] = r.Status
+			}
+			assert.Equal(t, Pass, ids["enclave/proxy"])
+			assert.Equal(t, Pass, ids["enclave/leftovers"])
+			assert.Equal(t, Fail, ids["enclave/policy"], "the policy layer is reported missing until a policy can allow the loop's socket")
+		})
+	}
+}
+
+// TestEnclaveEachLayerAlone reruns the probes from inside real enclaves
+// with each network layer alone. On gvisor the job's sockets are the
+// Sentry's, which host cgroup hooks never see: its eBPF layer is the link
+// filter, so the cgroup hooks are not a layer there and are not run alone.
+func TestEnclaveEachLayerAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		w        enclave.Weakening
+		runtimes []string
+	}{
+		{"namespace alone", enclave.Weakening{NoCgroupBPF: true, NoLinkBPF: true}, []string{"direct", "gvisor"}},
+		{"link filter alone", enclave.Weakening{Routed: true, NoCgroupBPF: true}, []string{"direct", "gvisor"}},
+		{"cgroup hooks alone", enclave.Weakening{Routed: true, NoLinkBPF: true}, []string{"direct"}},
+	} {
+		for _, name := range tc.runtimes {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				rr := runEnclave(t, name, tc.w)
+				assert.Empty(t, failing(rr))
+			})
+		}
+	}
+}
+
+// TestEnclaveProbesCanFail is the positive control: in a namespace that
+// leads beyond the proxy with no eBPF, the probes from inside a real
+// enclave reach the decoys and verify says FAIL.
+func TestEnclaveProbesCanFail(t *testing.T) {
+	for _, name := range []string{"direct", "gvisor"} {
+		t.Run(name, func(t *testing.T) {
+			rr := runEnclave(t, name, enclave.Weakening{Routed: true, NoCgroupBPF: true, NoLinkBPF: true})
+			got := strings.Join(failing(rr), "\n")
+			for _, id := range []string{"proxy-host-other-port", "proxy-host-dns", "neighbour-tcp", "neighbour-dns"} {
+				assert.Contains(t, got, "enclave/"+id+":", "%s was not reached", id)
+			}
+			assert.NotContains(t, got, "enclave/proxy:")
+			assert.NotContains(t, got, "enclave/leftovers:")
+		})
+	}
+}
