@@ -338,3 +338,12 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestProbeSkill(t *testing.T) {
+	s := ProbeSkill([]string{"lpcox/foo", "lpcox/bar"}, 30, 32)
+	for _, want := range []string{"name: sealed_probe", "- `lpcox/foo`", "- `lpcox/bar`", "/probe/repo", "/probe/out",
+		"--outcome", "exactly three", "never `ERROR`", "At most 32 probes", "30 s time limit", "two bits"} {
+		assert.Contains(t, s, want)
+	}
+	assert.NotContains(t, s, "/query")
+}

@@ -90,6 +90,11 @@ func (b *builder) build(python string) error {
 	if err := os.Chmod(filepath.Join(b.out, "tmp"), 0o755); err != nil {
 		return err
 	}
+	for name, target := range Aliases() {
+		if err := os.Symlink(target, filepath.Join(b.out, name)); err != nil {
+			return fmt.Errorf("alias /%s: %w", name, err)
+		}
+	}
 	if err := b.compile(python, info); err != nil {
 		return err
 	}

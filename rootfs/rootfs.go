@@ -29,6 +29,12 @@ func MountPoints() []string {
 	return []string{"/proc", "/dev", "/sys", "/tmp", "/query", "/query/repo", "/awf"}
 }
 
+// Aliases returns the relative symbolic links at the top of every built
+// root, name → target, a fresh map each call. /probe → query gives a sealed
+// probe the v1 paths of the original design (/probe/repo, /probe/out) on
+// the one sandbox shape: they resolve inside the sandbox's own /query.
+func Aliases() map[string]string { return map[string]string{"probe": "query"} }
+
 // Options control Build.
 type Options struct {
 	Python string // host interpreter to copy ("" = DefaultPython)

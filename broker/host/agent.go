@@ -59,7 +59,7 @@ func AgentEnv(base []string, r *Run) []string {
 		if !AgentMayInherit(name, r.EnvAllow) {
 			return true
 		}
-		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
+		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || dropProbeVar(r, name) || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
 	}
 	var env []string
 	path := "/usr/local/bin:/usr/bin:/bin"
@@ -78,6 +78,7 @@ func AgentEnv(base []string, r *Run) []string {
 		"AWF_BOUNDED_QUERY_SKILL="+l.SkillPath,
 		"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
 	)
+	env = append(env, probeEnv(r)...)
 	home := r.Agent.Home
 	if home == "" {
 		home = "/"

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate/ownthread"
+	"github.com/awf-project/awf/proto"
 )
 
 // ReadyTimeout bounds the broker's start-up.
@@ -81,6 +82,12 @@ func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*Brok
 		b.Stop(context.Background())
 		return nil, fmt.Errorf("broker: socket is not serving: %w", err)
 	}
+	if r.Spec.Probe != nil {
+		if err := probeSocketWant(r.Spec.Probe.Socket, 10*time.Second, proto.ProbeErrorBody); err != nil {
+			b.Stop(context.Background())
+			return nil, fmt.Errorf("broker: sealed-probe socket is not serving: %w", err)
+		}
+	}
 	return b, nil
 }
 
@@ -99,6 +106,12 @@ func brokerEnv() []string {
 // ProbeSocket sends one uncounted request to a non-query route and expects
 // the canonical error response.
 func ProbeSocket(path string, timeout time.Duration) error {
+	return probeSocketWant(path, timeout, `{"status":"error"}`)
+}
+
+// probeSocketWant is ProbeSocket for a broker whose canonical error body is
+// want (sealed probes answer {"result":"ERROR"}).
+func probeSocketWant(path string, timeout time.Duration, want string) error {
 	c, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
 		return err
@@ -112,7 +125,7 @@ func ProbeSocket(path string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(string(resp), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(resp), "\r\n\r\n"+`{"status":"error"}`) {
+	if !strings.HasPrefix(string(resp), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(resp), "\r\n\r\n"+want) {
 		return fmt.Errorf("unexpected probe response %q", resp)
 	}
 	return nil

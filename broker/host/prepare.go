@@ -53,6 +53,8 @@ type Run struct {
 	Spec   Spec
 	Seeds  []staging.Seed
 	Repos  []string // configured slugs, as written
+	// ProbeRepos are the sealedProbes slugs, as written (probe.go).
+	ProbeRepos []string
 	// EnvAllow is agent.env.allow: the other credentials the agent keeps.
 	EnvAllow []string
 	// Network is agent.network ("" means host).
@@ -77,6 +79,9 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		return nil, pf("awf run must run as root (it builds sandboxes and namespaces)")
 	}
 	if !bq.Enabled {
+		if err := SealedProbesWithoutQueries(o.Config); err != nil {
+			return nil, pf("%v", err)
+		}
 		return nil, pf("bounded queries are not enabled")
 	}
 	agent, err := ResolveAgent(o.Config.Agent.User, o.Getenv)
@@ -98,6 +103,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	for _, repo := range bq.PrivateRepos {
 		if !strings.HasPrefix(repo.Source, "/") && token == "" {
 			return nil, pf("%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", repo.Repo, sourceName(repo.Source))
+		}
+	}
+	if probeRunning(o.Config) {
+		if err := preflightProbes(o, token); err != nil {
+			return nil, pf("%v", err)
 		}
 	}
 	if agentsRunning(o.Config) {
@@ -173,6 +183,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	if spec.AgentCgroup, err = PlanAgentCgroup(l.RunID, spec.CgroupParent); err != nil {
 		return r, pf("%v", err)
 	}
+	if probeRunning(o.Config) {
+		if spec.Probe, err = newProbeSpec(o, l); err != nil {
+			return r, pf("%v", err)
+		}
+	}
 	if err := probeRuntime(ctx, spec); err != nil {
 		return r, pf("%v", err)
 	}
@@ -217,6 +232,11 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	r.Seeds = seeds
 	if err := r.writeIngress(o.CLIBinary, bq); err != nil {
 		return r, err
+	}
+	if r.Spec.Probe != nil {
+		if err := r.prepareProbes(ctx, o, token); err != nil {
+			return r, err
+		}
 	}
 	// Last: the agent's cgroup (removed again on its own failure; Teardown
 	// removes it otherwise).
@@ -370,6 +390,9 @@ func (r *Run) removeFiles(ctx context.Context) error {
 		if err := staging.Release(ctx, l.PrivateRoot); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := releaseProbeSeeds(ctx, l); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(l.IngressRoot); err != nil {
 		errs = append(errs, err)

@@ -130,7 +130,10 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 			}
 		}
 	}
+	// One lane for every broker of the run: one sandbox at a time.
+	lane := make(chan struct{}, 1)
 	b, err := broker.New(broker.Options{
+		Lane:           lane,
 		Kind:           broker.QueryKind{},
 		Runtime:        rt,
 		Template:       tmpl,
@@ -143,6 +146,17 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	})
 	if err != nil {
 		return fail("broker-invalid", err)
+	}
+	if s.Probe != nil {
+		ps, perr := startProbes(ctx, s, pol, tel, lane, freezer)
+		if perr != nil {
+			return fail("probe-startup-failed", perr)
+		}
+		defer func() {
+			if perr := ps.stop(ctx); perr != nil {
+				err = errors.Join(err, perr)
+			}
+		}()
 	}
 	// The socket directory stays root-only until the socket carries the
 	// agent's ownership; only then is the directory handed over.

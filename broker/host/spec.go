@@ -26,6 +26,9 @@ type Spec struct {
 	// metered queries, and the run's CPU split (the broker and the sandboxes
 	// take CPUs.Sandbox).
 	AgentCgroup AgentCgroup
+	// Probe is the sealed-probe broker's part (probe.go); nil when
+	// sealedProbes is absent or disabled.
+	Probe *ProbeSpec `json:",omitempty"`
 }
 
 // WriteSpec writes s to its layout's spec path, exclusively.

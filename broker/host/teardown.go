@@ -61,6 +61,9 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 
 // sweepWith opens the run's runtime on its state dir and sweeps it.
 func sweepWith(ctx context.Context, s Spec) error {
+	if err := sweepProbes(ctx, s); err != nil {
+		return err
+	}
 	if _, err := os.Stat(s.Layout.StateDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

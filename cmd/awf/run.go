@@ -71,6 +71,10 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
 		return exitAWF
 	}
+	if err := host.SealedProbesWithoutQueries(cfg); err != nil {
+		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
+		return exitAWF
+	}
 	if !cfg.BoundedQueries.Enabled {
 		return runPlain(ctx, e, cfg, argv)
 	}

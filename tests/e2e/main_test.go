@@ -47,7 +47,7 @@ func setup(m *testing.M) int {
 	}
 	binDir = filepath.Join(work, "bin")
 	awfBin = filepath.Join(binDir, "awf")
-	for _, c := range []string{"awf", "bounded-query"} {
+	for _, c := range []string{"awf", "bounded-query", "sealed-probe"} {
 		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,374 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
+	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/staging"
+)
+
+// Sealed probes run as a broker of their own (its own seed map, socket,
+// invocation count, runtime and audit file) inside the broker process of
+// the run. Sharing the process gives them what every sandbox of the run
+// must share: one lane, so that a probe sandbox and a query sandbox never
+// run at the same time and cannot signal to each other (invariant 8); the
+// agent's freezer; and one teardown, start-up sweep and crash reclamation,
+// which already cover every resource that carries the run id.
+
+// ProbeAuditFile is the probe broker's audit log in the run's audit dir.
+const ProbeAuditFile = "sealed-probe.jsonl"
+
+// ProbeCLIName is the agent CLI's file name, beside the bounded-query one.
+const ProbeCLIName = "sealed-probe"
+
+// ProbeSpec is the probe broker's part of the broker spec.
+type ProbeSpec struct {
+	Runtime        string
+	RunscPath      string
+	DockerSocket   string
+	MemoryBytes    int64
+	TimeoutSeconds int
+	MaxInvocations int
+	// PrivateRoot holds the probe seeds and their seed map (0700), apart
+	// from the query seeds: a repository may be configured for both.
+	PrivateRoot string
+	// StateDir is the probe runtime's state and journal.
+	StateDir  string
+	SocketDir string
+	Socket    string
+	SkillPath string
+	CLIPath   string
+}
+
+// probePaths returns where the probe broker of the run of l keeps its files.
+func probePaths(l Layout) ProbeSpec {
+	return ProbeSpec{
+		PrivateRoot: filepath.Join(l.PrivateRoot, "probe"),
+		StateDir:    filepath.Join(l.PrivateRoot, "probe-state"),
+		SocketDir:   filepath.Join(l.IngressRoot, "probe-run"),
+		Socket:      filepath.Join(l.IngressRoot, "probe-run", "broker.sock"),
+		SkillPath:   filepath.Join(l.SkillDir, "sealed_probe", "SKILL.md"),
+		CLIPath:     filepath.Join(l.SkillDir, ProbeCLIName),
+	}
+}
+
+// hostConfig is the probe runtime's host configuration: the run's, on the
+// probe's own state directory.
+func (p ProbeSpec) hostConfig(s Spec) isolate.HostConfig {
+	h := s.HostConfig()
+	h.StateDir, h.RunscPath, h.DockerSocket = p.StateDir, p.RunscPath, p.DockerSocket
+	return h
+}
+
+// preflightProbes checks the sealedProbes block before anything is staged:
+// the run must have bounded queries too (the probe broker lives in their
+// broker process), every non-local repository needs the staging credential,
+// the CLI must exist and the runtime's host component must be there. The
+// runtime itself is proven by prepareProbes before staging.
+func preflightProbes(o Options, token string) error {
+	sp := o.Config.SealedProbes
+	for _, repo := range sp.PrivateRepos {
+		if !strings.HasPrefix(repo.Source, "/") && token == "" {
+			return fmt.Errorf("sealedProbes: %s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", repo.Repo, sourceName(repo.Source))
+		}
+	}
+	cli := filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName)
+	if fi, err := os.Stat(cli); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("sealedProbes: sealed-probe CLI %s not found (build it with make build)", cli)
+	}
+	return nil
+}
+
+// newProbeSpec is the probe broker's part of the spec of the run of l, as
+// the config asks for it; nothing is created yet. The docker runtime's
+// socket is the one bounded queries would use.
+func newProbeSpec(o Options, l Layout) (*ProbeSpec, error) {
+	sp := o.Config.SealedProbes
+	p := probePaths(l)
+	p.Runtime, p.RunscPath = sp.Runtime, o.Config.BoundedQueries.RunscPath
+	p.MemoryBytes, p.TimeoutSeconds, p.MaxInvocations = sp.MemoryBytes, sp.TimeoutSeconds, sp.MaxInvocations
+	if sp.Runtime == "docker" {
+		sock, from, err := DockerSocket(o.Config.BoundedQueries.DockerSocket, o.Getenv("DOCKER_HOST"))
+		if err != nil {
+			return nil, fmt.Errorf("sealedProbes: %v", err)
+		}
+		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("sealedProbes: Docker host must be a local Unix socket: %s (%s) is not one", sock, from)
+		}
+		p.DockerSocket = sock
+	}
+	return &p, nil
+}
+
+// prepareProbes proves the probe runtime, stages the probe seeds into their
+// own private root, and writes the sealed_probe skill and the CLI. It runs
+// inside Prepare after the query side; Prepare's cleanup removes what it
+// made on failure (removeFiles releases the probe seeds too).
+func (r *Run) prepareProbes(ctx context.Context, o Options, token string) error {
+	sp := o.Config.SealedProbes
+	p := r.Spec.Probe
+	for _, d := range []string{p.PrivateRoot, p.StateDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("sealed probes: %w", err)
+		}
+	}
+	// A root built before sealed probes lacks their paths: every probe
+	// would fail, so the run does not start.
+	for name, target := range rootfs.Aliases() {
+		if t, err := os.Readlink(filepath.Join(r.Spec.RootFS, name)); err != nil || t != target {
+			return fmt.Errorf("preflight: sealedProbes: the sandbox root %s has no /%s -> %s (it predates sealed probes): rebuild it (awf rootfs build, or remove the cache %s)", r.Spec.RootFS, name, target, DefaultRootFSCache)
+		}
+	}
+	// The probe runtime is proven on its own state dir: the runtime the
+	// config names, or a preflight failure; never another one.
+	ps := r.Spec
+	ps.Runtime, ps.RunscPath, ps.DockerSocket = p.Runtime, p.RunscPath, p.DockerSocket
+	ps.Layout.StateDir = p.StateDir
+	if err := probeRuntime(ctx, ps); err != nil {
+		return fmt.Errorf("preflight: sealedProbes: %v", err)
+	}
+	audit, err := broker.OpenAudit(r.Layout.AuditDir, ProbeAuditFile)
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+	repos := make([]staging.Repo, 0, len(sp.PrivateRepos))
+	var slugs []string
+	for _, rp := range sp.PrivateRepos {
+		repos = append(repos, staging.Repo{Slug: rp.Repo, Sensitivity: proto.SensitivitySealed, Source: rp.Source, Ref: rp.Ref})
+		slugs = append(slugs, rp.Repo)
+	}
+	fmt.Fprintf(o.Progress, "awf: staging %d repositories for sealed probes\n", len(repos))
+	if _, err := staging.Stage(ctx, staging.Options{
+		PrivateRoot: p.PrivateRoot, RunID: r.Layout.RunID, Token: token, Progress: o.Progress,
+		ServerURL: o.Getenv("GITHUB_SERVER_URL"),
+		OnEvent: func(ev staging.Event) {
+			switch ev.Kind {
+			case staging.EventSeedStaged:
+				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s commit=%s duration=%s", ev.Repo, ev.Commit, ev.Duration.Round(time.Millisecond)))
+			case staging.EventSeedFailed:
+				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
+			case staging.EventCredentialsRemoved:
+				audit.Lifecycle("credentials-removed", "")
+			}
+		},
+	}, repos); err != nil {
+		return fmt.Errorf("staging (sealed probes): %w", err)
+	}
+	if err := os.Mkdir(filepath.Dir(p.SkillPath), 0o755); err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	if err := writeExclusive(p.SkillPath, []byte(broker.ProbeSkill(slugs, sp.TimeoutSeconds, sp.MaxInvocations)), 0o644); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName))
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	if err := writeExclusive(p.CLIPath, bin, 0o555); err != nil {
+		return err
+	}
+	r.ProbeRepos = slugs
+	return nil
+}
+
+// probeEnv is what the agent gets for sealed probes: the socket in the
+// variable the reference's client reads, the skill and the repositories.
+func probeEnv(r *Run) []string {
+	if r.Spec.Probe == nil {
+		return nil
+	}
+	return []string{
+		proto.ProbeSocketEnv + "=" + r.Spec.Probe.Socket,
+		"AWF_SEALED_PROBE_SKILL=" + r.Spec.Probe.SkillPath,
+		"AWF_SEALED_PROBE_REPOS=" + strings.Join(r.ProbeRepos, ","),
+	}
+}
+
+// dropProbeVar reports whether an inherited variable must not reach the
+// agent of r: a stale AWF_SEALED_PROBE_* when this run sets its own.
+func dropProbeVar(r *Run, name string) bool {
+	return r.Spec.Probe != nil && strings.HasPrefix(name, "AWF_SEALED_PROBE_")
+}
+
+// probeServer is the probe broker as Serve runs it.
+type probeServer struct {
+	rt    isolate.Runtime
+	b     *broker.Broker
+	srv   *broker.Server
+	audit *broker.Audit
+	done  chan error
+}
+
+// startProbes opens and sweeps the probe runtime, loads the probe seeds,
+// and serves the probe broker on its socket, sharing lane and freezer with
+// the query broker. The caller stops it with stop.
+func startProbes(ctx context.Context, s Spec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{}, freezer broker.Freezer) (ps *probeServer, err error) {
+	p := s.Probe
+	l := s.Layout
+	audit, err := broker.OpenAudit(l.AuditDir, ProbeAuditFile)
+	if err != nil {
+		return nil, err
+	}
+	ps = &probeServer{audit: audit}
+	defer func() {
+		if err != nil {
+			ps.close(ctx)
+			audit.Lifecycle("startup-failed", err.Error())
+			audit.Close()
+			ps = nil
+		}
+	}()
+	seeds, err := staging.LoadSeeds(ctx, p.PrivateRoot)
+	if err != nil {
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	if ps.rt, err = runtimes.Open(p.Runtime, p.hostConfig(s)); err != nil {
+		return ps, fmt.Errorf("sealed probes: runtime %s: %w", p.Runtime, err)
+	}
+	if err := ps.rt.Sweep(ctx); err != nil {
+		return ps, fmt.Errorf("sealed probes: start-up sweep: %w", err)
+	}
+	limits := isolate.DefaultLimits()
+	limits.MemoryBytes = p.MemoryBytes
+	limits.Wall = time.Duration(p.TimeoutSeconds) * time.Second
+	limits.OutputBytes = proto.MaxProbeResultBytes
+	if err := limits.Validate(); err != nil {
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	tmpl := isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol}
+	bs := make([]broker.Seed, 0, len(seeds))
+	for _, sd := range seeds {
+		if sd.Sensitivity != proto.SensitivitySealed {
+			return ps, fmt.Errorf("sealed probes: seed %s has sensitivity %q, not %q", sd.Repo, sd.Sensitivity, proto.SensitivitySealed)
+		}
+		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
+		audit.Lifecycle("seed", fmt.Sprintf("repo=%s commit=%s", sd.Repo, sd.Commit))
+		if w, ok := ps.rt.(isolate.Warmer); ok {
+			t := tmpl
+			t.Repo = sd.Dir
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			err := w.Warm(wctx, t)
+			cancel()
+			if err != nil {
+				return ps, fmt.Errorf("sealed probes: warm %s: %w", sd.Repo, err)
+			}
+		}
+	}
+	ps.b, err = broker.New(broker.Options{
+		Kind: broker.ProbeKind{}, Runtime: ps.rt, Template: tmpl, Seeds: bs,
+		MaxInvocations: p.MaxInvocations, Timeout: limits.Wall, Audit: audit, Telemetry: tel,
+		Freezer: freezer, Lane: lane,
+	})
+	if err != nil {
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	if err := os.MkdirAll(p.SocketDir, 0o700); err != nil {
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	ln, err := broker.ListenUnix(p.Socket, s.SocketUID, s.SocketGID)
+	if err != nil {
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	if err := os.Chown(p.SocketDir, s.SocketUID, s.SocketGID); err != nil {
+		ln.Close()
+		return ps, fmt.Errorf("sealed probes: %w", err)
+	}
+	ps.srv = broker.NewServer(ps.b, audit)
+	ps.done = make(chan error, 1)
+	go func() { ps.done <- ps.srv.Serve(ln) }()
+	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s maxInvocations=%d", p.Socket, len(bs), p.Runtime, p.MaxInvocations))
+	return ps, nil
+}
+
+// stop kills in-flight probes at once (as the query broker does at the end
+// of the run), sweeps the probe runtime and closes the audit log.
+func (ps *probeServer) stop(ctx context.Context) error {
+	if ps.srv != nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		ps.audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", ps.b.Used()))
+		if err := ps.srv.Shutdown(sctx); err != nil {
+			ps.audit.Lifecycle(broker.LifecycleCancelled, "in-flight probes killed at shutdown")
+		}
+		<-ps.done
+	}
+	err := ps.close(ctx)
+	if err != nil {
+		ps.audit.Lifecycle("shutdown-cleanup-failed", err.Error())
+	}
+	ps.audit.Close()
+	return err
+}
+
+// close sweeps and closes the probe runtime.
+func (ps *probeServer) close(ctx context.Context) error {
+	if ps.rt == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := ps.rt.Sweep(sctx)
+	ps.rt.Close()
+	ps.rt = nil
+	return err
+}
+
+// sweepProbes sweeps the probe runtime of a spec (teardown and crash
+// reclamation), when the run had one.
+func sweepProbes(ctx context.Context, s Spec) error {
+	if s.Probe == nil {
+		return nil
+	}
+	if _, err := os.Stat(s.Probe.StateDir); os.IsNotExist(err) {
+		return nil
+	}
+	rt, err := runtimes.Open(s.Probe.Runtime, s.Probe.hostConfig(s))
+	if err != nil {
+		return fmt.Errorf("sealed probes: sweep: %w", err)
+	}
+	defer rt.Close()
+	if err := rt.Sweep(ctx); err != nil {
+		return fmt.Errorf("sealed probes: sweep: %w", err)
+	}
+	return nil
+}
+
+// releaseProbeSeeds releases the probe seeds of the run of l, if any.
+func releaseProbeSeeds(ctx context.Context, l Layout) error {
+	root := probePaths(l).PrivateRoot
+	if _, err := os.Stat(filepath.Join(root, staging.SeedsDirName)); err != nil {
+		return nil
+	}
+	return staging.Release(ctx, root)
+}
+
+// ErrProbesNeedQueries is the preflight failure of a run that enables
+// sealed probes without bounded queries: their broker lives in the query
+// broker's process, and a run must never go ahead without the probes it was
+// asked for.
+var ErrProbesNeedQueries = errors.New("sealedProbes needs boundedQueries.enabled: the probe broker runs in the run's broker process")
+
+// SealedProbesWithoutQueries fails a config that enables sealed probes but
+// not bounded queries (awf run would otherwise run the agent plainly).
+func SealedProbesWithoutQueries(c *config.Config) error {
+	if probeRunning(c) && !c.BoundedQueries.Enabled {
+		return ErrProbesNeedQueries
+	}
+	return nil
+}
+
+// probeRunning reports whether the config asks for sealed probes.
+func probeRunning(c *config.Config) bool { return c != nil && c.SealedProbes.Enabled }
