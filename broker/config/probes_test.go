@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,4 +105,18 @@ func TestProbeConfigValues(t *testing.T) {
 	_, err = Load([]byte(`{"sealedProbes":{"privateRepos":[{"repo":"o/r","sensitivity":"public"}]}}`))
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "sealedProbes.privateRepos[0].sensitivity"), err.Error())
+}
+
+// TestProbeConfigFileAndStdin: the block loads the same from a file and from
+// stdin (--config -).
+func TestProbeConfigFileAndStdin(t *testing.T) {
+	doc := `{"sealedProbes":{"enabled":true,"privateRepos":["lpcox/foo"],"runtime":"gvisor","maxInvocations":4}}`
+	path := filepath.Join(t.TempDir(), "awf.json")
+	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+	fromFile, err := LoadFile(path, nil)
+	require.NoError(t, err)
+	fromStdin, err := LoadFile("-", strings.NewReader(doc))
+	require.NoError(t, err)
+	assert.Equal(t, fromFile.SealedProbes, fromStdin.SealedProbes)
+	assert.True(t, fromStdin.SealedProbes.Enabled)
 }
