@@ -1,0 +1,246 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/apiproxy"
+	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/staging"
+)
+
+// The run side of bounded agents: what Prepare stages and writes once the
+// enclave runtime is proven, and what the broker process serves. Nothing
+// here is reached until a runtime renders enclaves (probeEnclaveRuntime
+// stops every run before that); it is the wiring that runtime plugs into.
+
+// The API proxy's control channel is a Capability issuer for the broker.
+var _ broker.CapabilityIssuer = (*apiproxy.Control)(nil)
+
+// The agent's variables for bounded agents.
+const (
+	AgentSocketEnv       = "AWF_BOUNDED_AGENT_SOCKET"
+	AgentSkillEnv        = "AWF_BOUNDED_AGENT_SKILL"
+	AgentReposEnv        = "AWF_BOUNDED_AGENT_REPOS"
+	AgentMaxTaskBytesEnv = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
+)
+
+// AgentSpec is the bounded-agent broker's part of a run: the trusted
+// config and the paths, nothing from a request.
+type AgentSpec struct {
+	Runtime          string
+	RunscPath        string
+	DockerSocket     string
+	Profile          string
+	Model            string
+	TimeoutSeconds   int
+	MemoryBytes      int64
+	CPUMilli         int64
+	PidsLimit        int
+	TmpfsBytes       int64
+	MaxOutputBytes   int
+	MaxTaskBytes     int
+	MaxInvocations   int
+	MaxModelRequests int
+	MaxModelTokens   int
+	// PrivateRoot holds the agent seeds and their seed map (0700), apart
+	// from the query seeds: a repository may be configured for both, and
+	// each subsystem has its own ledger over its own seed map.
+	PrivateRoot string
+	StateDir    string
+	SocketDir   string
+	Socket      string
+	SkillPath   string
+	CLIPath     string
+	// LoopBinary is the loop, bound read-only into every enclave.
+	LoopBinary string
+}
+
+// agentPaths returns where the bounded-agent broker of the run of l keeps
+// its files; binDir holds awf and the loop.
+func agentPaths(l Layout, binDir string) AgentSpec {
+	return AgentSpec{
+		PrivateRoot: filepath.Join(l.PrivateRoot, "agent"),
+		StateDir:    agentStateDir(l),
+		SocketDir:   filepath.Join(l.IngressRoot, "agent-run"),
+		Socket:      filepath.Join(l.IngressRoot, "agent-run", "broker.sock"),
+		SkillPath:   filepath.Join(l.SkillDir, "bounded_agent", "SKILL.md"),
+		CLIPath:     filepath.Join(l.SkillDir, AgentCLIName),
+		LoopBinary:  filepath.Join(binDir, AgentLoopName),
+	}
+}
+
+// newAgentSpec renders the boundedAgents block for the run of l.
+func newAgentSpec(c *config.Config, l Layout, binDir, dockerSocket string) AgentSpec {
+	ba := c.BoundedAgents
+	a := agentPaths(l, binDir)
+	a.Runtime, a.RunscPath, a.DockerSocket = ba.Runtime, c.BoundedQueries.RunscPath, dockerSocket
+	a.Profile, a.Model, a.TimeoutSeconds = ba.Profile, ba.Model, ba.TimeoutSeconds
+	a.MemoryBytes, a.CPUMilli, a.PidsLimit, a.TmpfsBytes = ba.MemoryBytes, ba.CPUMilli, ba.PidsLimit, ba.TmpfsBytes
+	a.MaxOutputBytes, a.MaxTaskBytes, a.MaxInvocations = ba.MaxOutputBytes, ba.MaxTaskBytes, ba.MaxInvocations
+	a.MaxModelRequests, a.MaxModelTokens = ba.MaxModelRequests, ba.MaxModelTokens
+	return a
+}
+
+// limits are the enclave's limits: memory (swap off), CPU, pids, each
+// writable tmpfs, the wall clock and the result cap from the config.
+func (a AgentSpec) limits() (isolate.Limits, error) {
+	l := isolate.DefaultLimits()
+	l.MemoryBytes, l.CPUMilli, l.Pids = a.MemoryBytes, a.CPUMilli, int64(a.PidsLimit)
+	l.QueryTmpfsBytes, l.TmpTmpfsBytes = a.TmpfsBytes, a.TmpfsBytes
+	l.FileSizeBytes = min(l.FileSizeBytes, a.TmpfsBytes)
+	l.Wall = time.Duration(a.TimeoutSeconds) * time.Second
+	l.OutputBytes = int64(a.MaxOutputBytes)
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("bounded agents: %w", err)
+	}
+	return l, nil
+}
+
+// kindOptions are the bounded-agent kind's options for this run.
+func (a AgentSpec) kindOptions(auditDir string, issuer broker.CapabilityIssuer) (broker.AgentOptions, error) {
+	lim, err := a.limits()
+	if err != nil {
+		return broker.AgentOptions{}, err
+	}
+	return broker.AgentOptions{
+		MaxTaskBytes: a.MaxTaskBytes, MaxOutputBytes: a.MaxOutputBytes,
+		Profile: a.Profile, Model: a.Model,
+		Proxy:            netipProxy(),
+		MaxModelRequests: a.MaxModelRequests, MaxModelTokens: a.MaxModelTokens,
+		Timeout: lim.Wall, Limits: lim, LoopBinary: a.LoopBinary, Issuer: issuer,
+		TranscriptDir: filepath.Join(auditDir, AgentTranscriptDir),
+	}, nil
+}
+
+// EnclaveLimits are the widest capability the API proxy's control channel
+// may issue for this run's enclaves: the configured model on the profile's
+// protocol, the per-invocation request and token caps, and the proxy's body
+// caps and deadline.
+func EnclaveLimits(c *config.Config) *apiproxy.Limits {
+	if !agentsRunning(c) || c.APIProxy == nil {
+		return nil
+	}
+	ba, px := c.BoundedAgents, c.APIProxy
+	return &apiproxy.Limits{
+		Models:           map[apiproxy.Protocol]string{apiproxy.Protocol(ba.Profile): ba.Model},
+		MaxRequests:      ba.MaxModelRequests,
+		MaxTokens:        ba.MaxModelTokens,
+		MaxRequestBytes:  px.MaxRequestBytes,
+		MaxResponseBytes: px.MaxResponseBytes,
+		Timeout:          time.Duration(px.TimeoutSeconds) * time.Second,
+	}
+}
+
+// agentEnv is what the agent gets for bounded agents: the socket the CLI
+// reads, the skill, the repositories and the task cap.
+func agentEnv(a *AgentSpec, repos []string) []string {
+	if a == nil {
+		return nil
+	}
+	return []string{
+		AgentSocketEnv + "=" + a.Socket,
+		AgentSkillEnv + "=" + a.SkillPath,
+		AgentReposEnv + "=" + strings.Join(repos, ","),
+		AgentMaxTaskBytesEnv + "=" + strconv.Itoa(a.MaxTaskBytes),
+	}
+}
+
+// dropAgentVar reports whether an inherited variable must not reach the
+// agent: a stale AWF_BOUNDED_AGENT_* when the run sets its own.
+func dropAgentVar(a *AgentSpec, name string) bool {
+	return a != nil && strings.HasPrefix(name, "AWF_BOUNDED_AGENT_")
+}
+
+// prepareAgents stages the agent seeds into their own private root and
+// writes the bounded_agent skill and the CLI into the agent's read-only
+// skill directory. It runs inside Prepare after the query side, once the
+// enclave runtime is proven; Prepare's cleanup removes what it made.
+func prepareAgents(ctx context.Context, c *config.Config, a AgentSpec, runID, token, serverURL, cliBinary string, audit *broker.Audit, progress func(string)) ([]string, error) {
+	ba := c.BoundedAgents
+	for _, d := range []string{a.PrivateRoot, a.StateDir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return nil, fmt.Errorf("bounded agents: %w", err)
+		}
+	}
+	repos := make([]staging.Repo, 0, len(ba.PrivateRepos))
+	var slugs []string
+	var skill []broker.SkillRepo
+	for _, rp := range ba.PrivateRepos {
+		repos = append(repos, staging.Repo{Slug: rp.Repo, Sensitivity: rp.Sensitivity, Source: rp.Source, Ref: rp.Ref})
+		slugs = append(slugs, rp.Repo)
+		skill = append(skill, broker.SkillRepo{Repo: rp.Repo, Sensitivity: rp.Sensitivity})
+	}
+	progress(fmt.Sprintf("awf: staging %d repositories for bounded agents\n", len(repos)))
+	if _, err := staging.Stage(ctx, staging.Options{
+		PrivateRoot: a.PrivateRoot, RunID: runID, Token: token, ServerURL: serverURL,
+		OnEvent: func(ev staging.Event) {
+			switch ev.Kind {
+			case staging.EventSeedStaged:
+				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", ev.Repo, ev.Sensitivity, ev.Commit))
+			case staging.EventSeedFailed:
+				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
+			case staging.EventCredentialsRemoved:
+				audit.Lifecycle("credentials-removed", "")
+			}
+		},
+	}, repos); err != nil {
+		return nil, fmt.Errorf("staging (bounded agents): %w", err)
+	}
+	if err := writeAgentIngress(a, skill, cliBinary); err != nil {
+		return nil, err
+	}
+	return slugs, nil
+}
+
+// writeAgentIngress writes the skill (0644) and the CLI (0555), each
+// exclusively, into the agent's read-only skill directory.
+func writeAgentIngress(a AgentSpec, repos []broker.SkillRepo, cliBinary string) error {
+	if err := os.Mkdir(filepath.Dir(a.SkillPath), 0o755); err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	s := broker.AgentSkill(repos, broker.AgentSkillOptions{TimeoutSeconds: a.TimeoutSeconds, MaxInvocations: a.MaxInvocations, MaxTaskBytes: a.MaxTaskBytes})
+	if err := writeExclusive(a.SkillPath, []byte(s), 0o644); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(cliBinary)
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	return writeExclusive(a.CLIPath, bin, 0o555)
+}
+
+// newAgentBroker builds the bounded-agent broker on rt, which must run
+// enclaves, sharing the run's lane and the agent's freezer.
+func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed, pol *policy.Policy, audit *broker.Audit, tel *broker.TelemetryLog,
+	lane chan struct{}, freezer broker.Freezer, issuer broker.CapabilityIssuer) (*broker.Broker, error) {
+	if _, ok := rt.(broker.EnclaveRunner); !ok {
+		return nil, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", rt.Name())
+	}
+	ko, err := a.kindOptions(s.Layout.AuditDir, issuer)
+	if err != nil {
+		return nil, err
+	}
+	k, err := broker.NewAgentKind(ko)
+	if err != nil {
+		return nil, err
+	}
+	return broker.New(broker.Options{
+		Kind: k, Runtime: rt, Template: isolate.Template{RunID: s.Layout.RunID, RootFS: s.RootFS, Limits: ko.Limits, Policy: pol},
+		Seeds: seeds, MaxInvocations: a.MaxInvocations, Timeout: ko.Timeout, Audit: audit, Telemetry: tel,
+		Freezer: freezer, Lane: lane,
+	})
+}
+
+// netipProxy is the proxy's address and port on every enclave link.
+func netipProxy() netip.AddrPort { return netip.AddrPortFrom(enclave.ProxyAddr, enclave.DefaultPort) }
