@@ -59,20 +59,18 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 }
 
 func newRuntime(h isolate.HostConfig) (*Runtime, error) {
-	if err := workspace.ValidID("run", h.RunID); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
-		return nil, fmt.Errorf("docker: state dir %q must be an absolute path", h.StateDir)
+	books, err := workspace.OpenBooks(Name, h)
+	if err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256([]byte(filepath.Clean(h.StateDir)))
 	return &Runtime{
 		runID:    h.RunID,
-		dir:      filepath.Join(h.StateDir, Name),
+		dir:      books.Dir(),
 		stateTag: hex.EncodeToString(sum[:8]),
 		eng:      newEngine(h.DockerSocket),
 		cpus:     h.SandboxCPUs,
-		books:    workspace.NewBooks(Name, filepath.Join(h.StateDir, Name), h.RunID),
+		books:    books,
 		images:   map[string]string{},
 	}, nil
 }

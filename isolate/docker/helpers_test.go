@@ -57,12 +57,7 @@ func newTestRuntime(t testing.TB) *Runtime {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, r.Probe(ctx), "no usable Docker daemon at %s (%s); run `tests/setup/dockerd.sh start` first", testSocket, socketEnv)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		require.NoError(t, r.Sweep(ctx))
-		requireNoLeftovers(t, r)
-	})
+	isolatetest.SweepAtCleanup(t, r, time.Minute, func() { requireNoLeftovers(t, r) })
 	return r
 }
 

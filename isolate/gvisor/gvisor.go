@@ -59,11 +59,9 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 }
 
 func newRuntime(h isolate.HostConfig) (*Runtime, error) {
-	if err := workspace.ValidID("run", h.RunID); err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
-		return nil, fmt.Errorf("gvisor: state dir %q must be an absolute path", h.StateDir)
+	books, err := workspace.OpenBooks(Name, h)
+	if err != nil {
+		return nil, err
 	}
 	parent := h.CgroupParent
 	if parent == "" {
@@ -74,10 +72,10 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 	}
 	r := &Runtime{
 		runID:  h.RunID,
-		dir:    filepath.Join(h.StateDir, Name),
+		dir:    books.Dir(),
 		parent: parent,
 		cpus:   h.SandboxCPUs,
-		books:  workspace.NewBooks(Name, filepath.Join(h.StateDir, Name), h.RunID),
+		books:  books,
 	}
 	r.runsc, r.runscErr = findRunsc(h.RunscPath)
 	return r, nil

@@ -65,12 +65,7 @@ func newTestRuntime(t testing.TB) *Runtime {
 	r, err := newRuntime(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: state, CgroupParent: "awf-test"})
 	require.NoError(t, err)
 	r.platform, r.unimpl = probed.platform, probed.unimpl
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, r.Sweep(ctx))
-		requireNoLeftovers(t, r)
-	})
+	isolatetest.SweepAtCleanup(t, r, 30*time.Second, func() { requireNoLeftovers(t, r) })
 	return r
 }
 

@@ -406,3 +406,14 @@ func Conformance(t *testing.T, backend string, tpl func(seed string) isolate.Tem
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "a.txt"), []byte("a\n"), 0o444))
 	Behaviour(t, backend, tpl(seed), run)
 }
+
+// SweepAtCleanup makes t's cleanup sweep rt within d and then run
+// leftovers, the backend's check that nothing of rt remains.
+func SweepAtCleanup(t testing.TB, rt isolate.Runtime, d time.Duration, leftovers func()) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		require.NoError(t, rt.Sweep(ctx))
+		leftovers()
+	})
+}

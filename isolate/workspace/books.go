@@ -30,11 +30,21 @@ type Books struct {
 	images *RootImages     // nil until the first RootImage
 }
 
-// NewBooks returns the books of backend's workspaces under dir for run
-// runID.
-func NewBooks(backend, dir, runID string) *Books {
-	return &Books{backend: backend, dir: dir, runID: runID, live: map[string]bool{}}
+// OpenBooks checks what a workspace backend needs of h (a valid run id,
+// an absolute state directory) and returns the books of its workspaces,
+// under StateDir/backend.
+func OpenBooks(backend string, h isolate.HostConfig) (*Books, error) {
+	if err := ValidID("run", h.RunID); err != nil {
+		return nil, fmt.Errorf("%s: %w", backend, err)
+	}
+	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
+		return nil, fmt.Errorf("%s: state dir %q must be an absolute path", backend, h.StateDir)
+	}
+	return &Books{backend: backend, dir: filepath.Join(h.StateDir, backend), runID: h.RunID, live: map[string]bool{}}, nil
 }
+
+// Dir is the backend's state directory.
+func (b *Books) Dir() string { return b.dir }
 
 // Usable returns nil until a sandbox could not be reclaimed.
 func (b *Books) Usable() error {
