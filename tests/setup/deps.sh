@@ -62,8 +62,8 @@ packages() {
   esac
   # The same names on Debian 12 and Ubuntu (erofs-utils and runsc are in
   # Ubuntu's universe component). libc6-dev: gcc only recommends it, and cgo
-  # needs its headers. curl: tests/setup/dockerd.sh pings the Engine with it.
-  pkgs=(libseccomp-dev gcc libc6-dev make git python3 bubblewrap iproute2 ca-certificates curl erofs-utils)
+  # needs its headers; pkg-config: cgo finds libseccomp with it. curl: tests/setup/dockerd.sh pings the Engine with it.
+  pkgs=(libseccomp-dev pkg-config gcc libc6-dev make git python3 bubblewrap iproute2 ca-certificates curl erofs-utils)
   # A Docker Engine of any packaging is accepted: installing docker.io over
   # Docker CE (GitHub's runners) would remove or break it.
   if command -v dockerd >/dev/null 2>&1; then
