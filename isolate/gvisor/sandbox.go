@@ -115,7 +115,7 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	}
 	args := withNetwork(globalArgs(stateRoot, s.ws.Path("runsc.log"), s.platform, s.seccomp != nil, s.t.Weaken.NoNetNS), s.t)
 	args = append(args, "run", "--bundle="+bundle, s.container)
-	cmd := exec.Command(s.r.runsc, args...)
+	cmd := networkCommand(s.r.runsc, args, s.t)
 	cmd.Dir = s.ws.Dir
 	cmd.Env = runscEnv
 	stdout := &workspace.Capture{Max: s.t.Limits.CaptureBytes}

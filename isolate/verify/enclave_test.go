@@ -73,7 +73,8 @@ func failing(rr RuntimeReport) []string {
 
 // TestEnclaveVerify is awf isolate verify --enclave on direct and gvisor:
 // from inside a real enclave the proxy answers and nothing else does, and
-// the enclave leaves nothing behind.
+// the enclave leaves nothing behind. On gvisor the job's sockets are the
+// Sentry's netstack on the enclave's link (--network=sandbox).
 func TestEnclaveVerify(t *testing.T) {
 	for _, name := range []string{"direct", "gvisor"} {
 		t.Run(name, func(t *testing.T) {
