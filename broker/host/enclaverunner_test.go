@@ -130,7 +130,10 @@ func TestEnclaveRuntimeFailsClosed(t *testing.T) {
 		ran = false
 		called := false
 		r := &enclaveRuntime{runID: "x", proxy: &fakeHandoff{}, sandbox: sandbox,
-			newNetwork: func(context.Context, enclave.Options) (*enclave.Enclave, error) { called = true; return nil, errors.New("no") }}
+			newNetwork: func(context.Context, enclave.Options) (*enclave.Enclave, error) {
+				called = true
+				return nil, errors.New("no")
+			}}
 		e := testEnclave("cc")
 		e.UID = 0
 		assert.Equal(t, isolate.KindLaunchFailed, r.RunEnclave(context.Background(), isolate.Template{}, e).Kind)
