@@ -376,7 +376,8 @@ AWF_SEALED_PROBE_SOCKET=$AWF_BOUNDED_QUERY_SOCKET p wrong-broker --repo demo/a $
 }
 
 // TestProbeParallel: concurrent probes are serialised on the run's one lane,
-// each answered correctly, and teardown leaves nothing behind.
+// each answered correctly, and teardown leaves nothing behind. The agent
+// has the probe socket and nothing else of the probe side.
 func TestProbeParallel(t *testing.T) {
 	before := runDirs()
 	dir := writeAgentFiles(t, map[string]string{
@@ -392,12 +393,22 @@ p a2 --repo demo/b $O3 < %[1]s/a.py > /tmp/awf-e2e-p3.$$ &
 wait
 cat /tmp/awf-e2e-p1.$$ /tmp/awf-e2e-p2.$$ /tmp/awf-e2e-p3.$$
 rm -f /tmp/awf-e2e-p?.$$
-`, dir)))
+echo "socket $(test -S "$AWF_SEALED_PROBE_SOCKET" && echo yes)"
+echo "credentials $(env | grep -c -e GH_TOKEN -e GITHUB_TOKEN)"
+echo "private $(ls /var/lib/awf/private 2>/dev/null | wc -l)"
+echo "docker $(for s in /var/run/docker.sock /run/docker.sock /run/awf-test-docker/docker.sock; do test -S $s && test -w $s && echo $s; done | wc -l)"
+`, dir)), "GH_TOKEN=ghp_e2estagingtokennevervisible0000000000")
 	require.Equal(t, 0, r.code, r.stderr)
 	got := lines(r.stdout)
 	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["a1"])
 	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["b1"], "no probe sees another's writes")
 	assert.Equal(t, `rc=0 stderr=0 {"result":"NO"}`, got["a2"], "repo B has no SECURITY.md")
+	// Only the socket enters the agent: no staging credential, private
+	// root or usable container-engine socket.
+	assert.Equal(t, "yes", got["socket"])
+	assert.Equal(t, "0", got["credentials"])
+	assert.Equal(t, "0", got["private"])
+	assert.Equal(t, "0", got["docker"])
 	assertNoNewRunDirs(t, before)
 }
 
