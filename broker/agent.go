@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -408,6 +411,11 @@ func (b *Broker) runJob(ctx context.Context, t isolate.Template, id string, task
 				b.o.Audit.Lifecycle("transcript-failed", err.Error())
 			}
 		}
+		// The loop's terminal state is the audit category of the outcome
+		// (operator only, like every reason): "loop=provider_error".
+		if st := LoopState(eo.Transcript); st != "" {
+			eo.Detail = strings.TrimSpace("loop=" + st + " " + eo.Detail)
+		}
 		return eo.Outcome
 	}()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -417,6 +425,36 @@ func (b *Broker) runJob(ctx context.Context, t isolate.Template, id string, task
 		return isolate.Err(isolate.KindCleanupFailed, "revoke the enclave's capability: %v (outcome was %s)", err, o.Kind)
 	}
 	return o
+}
+
+// loopStates are the loop's terminal states (agentloop.State*).
+var loopStates = []string{
+	agentloop.StateOK, agentloop.StateTruncated, agentloop.StateNoToolCall, agentloop.StateTokenBudget,
+	agentloop.StateRequestBudget, agentloop.StateProviderError, agentloop.StateDeadline,
+	agentloop.StateResultTooLarge, agentloop.StateBadInput, agentloop.StateOutputError,
+}
+
+// LoopState reads the loop's terminal state from the last line of its
+// transcript ({"type":"end","state":...}): one of the loop's states,
+// "unknown" for a last line that names another, "" when there is none.
+// The enclave wrote the transcript, so nothing else of it is trusted.
+func LoopState(transcript []byte) string {
+	tr := bytes.TrimRight(transcript, "\n")
+	if len(tr) == 0 {
+		return ""
+	}
+	last := tr[bytes.LastIndexByte(tr, '\n')+1:]
+	var end struct {
+		Type  string `json:"type"`
+		State string `json:"state"`
+	}
+	if json.Unmarshal(last, &end) != nil || end.Type != "end" {
+		return ""
+	}
+	if slices.Contains(loopStates, end.State) {
+		return end.State
+	}
+	return "unknown"
 }
 
 // SaveTranscript writes one invocation's transcript, cut to

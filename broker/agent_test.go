@@ -446,3 +446,27 @@ func FuzzAgentFrame(f *testing.F) {
 		assert.Positive(t, task.ChargeBits())
 	})
 }
+
+func TestLoopState(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      "",
+		"{\"type\":\"task\"}\n": "",
+		"{\"type\":\"task\"}\n{\"type\":\"end\",\"state\":\"provider_error\",\"requests\":2}\n": "provider_error",
+		"{\"type\":\"end\",\"state\":\"ok\"}":                                                   "ok",
+		"{\"type\":\"end\",\"state\":\"leaked-secret-here\"}\n":                                 "unknown",
+		"{\"type\":\"end\",\"state\":\"ok\"}\ngarbage":                                          "",
+	} {
+		assert.Equal(t, want, LoopState([]byte(in)), in)
+	}
+}
+
+func TestAgentAuditNamesTheLoopState(t *testing.T) {
+	ab := newAgentBroker(t, 8, Seed{Repo: "o/r", Dir: "/s", Sensitivity: "public"})
+	ab.rt.answer = func(Enclave) EnclaveOutcome {
+		return EnclaveOutcome{Outcome: isolate.Outcome{Kind: isolate.KindNonzeroExit, ExitCode: 1},
+			Transcript: []byte(`{"type":"end","state":"provider_error","requests":1}` + "\n")}
+	}
+	assert.Equal(t, errBody, string(ab.b.Handle(context.Background(), agentReq("o/r", boolS, agentTaskText))))
+	assert.Contains(t, ab.audit(t), `"reason":"non-zero-exit"`)
+	assert.Contains(t, ab.audit(t), `loop=provider_error`)
+}
