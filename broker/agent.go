@@ -61,8 +61,9 @@ const (
 	EnclaveTmpDir         = agentloop.TmpDir
 )
 
-// MaxTranscriptBytes caps the transcript the broker keeps per invocation.
-const MaxTranscriptBytes = 1 << 20
+// MaxTranscriptBytes caps the transcript the broker keeps per invocation:
+// the loop's own cap, so that its final line always fits.
+const MaxTranscriptBytes = agentloop.MaxTranscriptBytes
 
 // AnthropicVersion is the anthropic-version the loop pins.
 const AnthropicVersion = "2023-06-01"
