@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/staging"
 )
@@ -244,3 +246,118 @@ func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed
 
 // netipProxy is the proxy's address and port on every enclave link.
 func netipProxy() netip.AddrPort { return netip.AddrPortFrom(enclave.ProxyAddr, enclave.DefaultPort) }
+
+// agentServer is the bounded-agent broker as Serve runs it.
+type agentServer struct {
+	rt    isolate.Runtime
+	ctl   *apiproxy.Control
+	b     *broker.Broker
+	srv   *broker.Server
+	audit *broker.Audit
+	done  chan error
+}
+
+// startAgents opens and sweeps the enclave runtime, loads the agent seeds
+// and serves the bounded-agent broker on its own socket, sharing lane and
+// freezer with the query broker. control is the broker's end of the API
+// proxy's control channel (it takes it over); sandbox is the backend's part
+// of an enclave, which no runtime offers yet: without it nothing starts.
+func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{},
+	freezer broker.Freezer, control *os.File, sandbox enclaveSandbox) (as *agentServer, err error) {
+	if sandbox == nil {
+		control.Close()
+		return nil, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
+	}
+	audit, err := broker.OpenAudit(s.Layout.AuditDir, AgentAuditFile)
+	if err != nil {
+		control.Close()
+		return nil, err
+	}
+	as = &agentServer{audit: audit}
+	defer func() {
+		if err != nil {
+			as.close(ctx)
+			audit.Lifecycle("startup-failed", err.Error())
+			audit.Close()
+			as = nil
+		}
+	}()
+	if as.ctl, err = apiproxy.NewControl(control); err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	seeds, err := staging.LoadSeeds(ctx, a.PrivateRoot)
+	if err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	h := s.HostConfig()
+	h.StateDir, h.RunscPath, h.DockerSocket = a.StateDir, a.RunscPath, a.DockerSocket
+	if as.rt, err = runtimes.Open(a.Runtime, h); err != nil {
+		return as, fmt.Errorf("bounded agents: runtime %s: %w", a.Runtime, err)
+	}
+	if err := as.rt.Sweep(ctx); err != nil {
+		return as, fmt.Errorf("bounded agents: start-up sweep: %w", err)
+	}
+	bs := make([]broker.Seed, 0, len(seeds))
+	for _, sd := range seeds {
+		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
+		audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
+	}
+	er := &enclaveRuntime{Runtime: as.rt, runID: s.Layout.RunID, proxy: as.ctl, sandbox: sandbox, newNetwork: enclave.New}
+	if as.b, err = newAgentBroker(s, a, er, bs, pol, audit, tel, lane, freezer, as.ctl); err != nil {
+		return as, err
+	}
+	if err := os.MkdirAll(a.SocketDir, 0o700); err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	ln, err := broker.ListenUnix(a.Socket, s.SocketUID, s.SocketGID)
+	if err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	if err := os.Chown(a.SocketDir, s.SocketUID, s.SocketGID); err != nil {
+		ln.Close()
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	as.srv = broker.NewServer(as.b, audit)
+	as.done = make(chan error, 1)
+	go func() { as.done <- as.srv.Serve(ln) }()
+	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s maxInvocations=%d", a.Socket, len(bs), a.Runtime, a.MaxInvocations))
+	return as, nil
+}
+
+// stop kills in-flight invocations at once, sweeps and closes the audit log.
+func (as *agentServer) stop(ctx context.Context) error {
+	if as.srv != nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		as.audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", as.b.Used()))
+		if err := as.srv.Shutdown(sctx); err != nil {
+			as.audit.Lifecycle(broker.LifecycleCancelled, "in-flight invocations killed at shutdown")
+		}
+		<-as.done
+	}
+	err := as.close(ctx)
+	if err != nil {
+		as.audit.Lifecycle("shutdown-cleanup-failed", err.Error())
+	}
+	as.audit.Close()
+	return err
+}
+
+// close sweeps and closes the enclave runtime and the control channel.
+func (as *agentServer) close(ctx context.Context) error {
+	var errs []error
+	if as.rt != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		// Each invocation removes its own enclave network; reclaiming those
+		// of a crashed run is the run sweep's (isolate/enclave.Sweep).
+		errs = append(errs, as.rt.Sweep(sctx))
+		as.rt.Close()
+		as.rt = nil
+	}
+	if as.ctl != nil {
+		as.ctl.Close()
+		as.ctl = nil
+	}
+	return errors.Join(errs...)
+}

@@ -150,3 +150,13 @@ func TestNewAgentBroker(t *testing.T) {
 	assert.Equal(t, int64(3), b.Ledger().Balance("o/r"))
 	assert.Equal(t, `{"status":"error"}`, string(b.Handle(context.Background(), req)), "the confidential budget is spent")
 }
+
+func TestStartAgentsNeedsAnEnclaveBackend(t *testing.T) {
+	a, b, err := apiproxy.NewControlPair()
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = startAgents(context.Background(), Spec{}, AgentSpec{Runtime: "direct"}, nil, nil, make(chan struct{}, 1), nil, b, nil)
+	assert.ErrorContains(t, err, "runtime direct cannot run an enclave")
+	_, err = b.Stat()
+	assert.Error(t, err, "the control channel is closed, not leaked")
+}
