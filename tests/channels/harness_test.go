@@ -102,11 +102,7 @@ func writeConfig(t *testing.T, dir, runtime, dockerSocket string, repos []secret
 	if dockerSocket != "" {
 		b["dockerSocket"] = dockerSocket
 	}
-	raw, err := json.Marshal(map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}})
-	require.NoError(t, err)
-	p := filepath.Join(dir, "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return fixture.WriteConfig(t, dir, b, agentUser)
 }
 
 // report is one line the agent printed for one channel run.

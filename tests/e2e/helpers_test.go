@@ -49,12 +49,7 @@ func writeConfig(t *testing.T, b bq) string {
 	if b.RootFS == nil {
 		b.RootFS = map[string]any{"path": rootfsDir, "digest": rootfsHash}
 	}
-	doc := map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
 }
 
 // agentScript writes a shell script the agent user can read and run.

@@ -77,11 +77,7 @@ func writeConfig(t *testing.T, rt string, maxInvocations int) string {
 	if maxInvocations > 0 {
 		b["maxInvocations"] = maxInvocations
 	}
-	raw, err := json.Marshal(map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}})
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
 }
 
 // agentScript writes a shell script the agent user can run.
