@@ -2,16 +2,15 @@ package direct_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 // cpusScript reports the CPUs the sandbox may run on, as sched_getaffinity
@@ -24,16 +23,7 @@ open("/query/out", "w").write(json.dumps(sorted(os.sched_getaffinity(0))))
 // TestSandboxCPUs runs a sandbox pinned to the host's last CPU (as awf run
 // pins it, away from the agent's CPUs) and checks what the script sees.
 func TestSandboxCPUs(t *testing.T) {
-	var set unix.CPUSet
-	require.NoError(t, unix.SchedGetaffinity(0, &set))
-	require.GreaterOrEqual(t, set.Count(), 2, "CPU separation needs a host with two or more CPUs")
-	last := 0
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			last = i
-		}
-	}
-	cpus := strconv.Itoa(last)
+	cpus := isolatetest.LastCPU(t)
 	e := &testEnv{runID: newRunID(), state: t.TempDir()}
 	rt, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: e.state, SandboxCPUs: cpus})
 	require.NoError(t, err)

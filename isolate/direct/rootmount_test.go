@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/isolate/workspace/residency"
 )
@@ -18,46 +19,16 @@ import (
 const erofsMagic = 0xE0F5E1E2
 
 // TestRootPageCacheNotShared is the page-cache channel between two
-// invocations. The host first drops the carrier files from its page cache
-// (as memory pressure does to rarely read files); the sender then loads
-// the first page of each file its secret's set bits name, and the receiver
-// times each page's first read (and uses mincore where the policy allows
-// it). Every sandbox reads its root through a superblock of its own, so
-// the receiver must decode at chance; on the shared root this decoded
-// 64/64 on every runtime. The probe run as one invocation must decode the
-// secret, so the receiver is known to work on this host.
+// invocations (see isolatetest.RootPageCacheNotShared).
 func TestRootPageCacheNotShared(t *testing.T) {
 	e := newEnv(t)
 	tpl := e.template(t, "")
-	probe := func(mode residency.Mode, secret uint64) isolate.Outcome {
+	evict := func() { require.NoError(t, residency.EvictCarriers(testRootFS)) }
+	isolatetest.RootPageCacheNotShared(t, 1, "invocation", evict, func(mode residency.Mode, script []byte) isolate.Outcome {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: string(mode), Script: residency.Script(mode, secret)}})
-		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
-		return o
-	}
-
-	control, err := residency.Secret()
-	require.NoError(t, err)
-	require.NoError(t, residency.EvictCarriers(testRootFS))
-	r, err := residency.Parse(probe(residency.Both, control).Output)
-	require.NoError(t, err)
-	t.Logf("positive control (one invocation): %d/64 by timing, ns %v", residency.Correct(r.Timing, control), r.Ns)
-	require.GreaterOrEqual(t, residency.Correct(r.Timing, control), residency.ControlMin,
-		"the receiver cannot tell a page it loaded itself: the probe proves nothing here")
-
-	secret, err := residency.Secret()
-	require.NoError(t, err)
-	require.NoError(t, residency.EvictCarriers(testRootFS))
-	probe(residency.Send, secret)
-	r, err = residency.Parse(probe(residency.Recv, 0).Output)
-	require.NoError(t, err)
-	got := residency.Correct(r.Timing, secret)
-	t.Logf("two invocations: %d/64 by timing, ns %v", got, r.Ns)
-	require.LessOrEqual(t, got, residency.ChanceMax, "a later invocation reads the pages an earlier one loaded")
-	if r.Mincore != nil {
-		require.LessOrEqual(t, residency.Correct(*r.Mincore, secret), residency.ChanceMax, "mincore shows an earlier invocation's pages")
-	}
+		return e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: string(mode), Script: script}})
+	})
 }
 
 // TestRootIsOwnMount checks that two live sandboxes run on two erofs

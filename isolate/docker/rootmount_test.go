@@ -26,8 +26,8 @@ func TestRootPageCacheNotShared(t *testing.T) {
 			require.NoError(t, residency.EvictCarriers(dir))
 		}
 	}
-	isolatetest.RootPageCacheNotShared(t, 1, "container", evict, func(script string) isolate.Outcome {
-		return run(t, r, template(t, r, ""), script)
+	isolatetest.RootPageCacheNotShared(t, 1, "container", evict, func(_ residency.Mode, script []byte) isolate.Outcome {
+		return run(t, r, template(t, r, ""), string(script))
 	})
 }
 

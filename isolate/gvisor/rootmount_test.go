@@ -22,8 +22,8 @@ import (
 func TestRootPageCacheNotShared(t *testing.T) {
 	r := newTestRuntime(t)
 	evict := func() { require.NoError(t, residency.EvictCarriers(testRoot)) }
-	isolatetest.RootPageCacheNotShared(t, 3, "invocation", evict, func(script string) isolate.Outcome {
-		return run(t, r, template(t, r, ""), script)
+	isolatetest.RootPageCacheNotShared(t, 3, "invocation", evict, func(_ residency.Mode, script []byte) isolate.Outcome {
+		return run(t, r, template(t, r, ""), string(script))
 	})
 }
 

@@ -316,12 +316,12 @@ func SingleUse(t *testing.T, rt isolate.Runtime, tpl isolate.Template, leftovers
 // own, so the receiver must decode at chance; on the shared root this
 // decoded 64/64 on every runtime. The probe run as one invocation must
 // decode the secret (best of controlTries), so the receiver is known to
-// work on this host. run runs a script as one invocation; later names one
-// in the failure messages ("container", "invocation").
-func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict func(), run func(string) isolate.Outcome) {
+// work on this host. run runs the script of one mode as one invocation;
+// later names one in the failure messages ("container", "invocation").
+func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict func(), run func(residency.Mode, []byte) isolate.Outcome) {
 	probe := func(mode residency.Mode, secret uint64) isolate.Outcome {
 		t.Helper()
-		o := run(string(residency.Script(mode, secret)))
+		o := run(mode, residency.Script(mode, secret))
 		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
 		return o
 	}
