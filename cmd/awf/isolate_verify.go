@@ -134,7 +134,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	fs.Var(&req, "require", "runtime whose BLOCKED verdict fails the run (repeatable)")
 	fs.Var(&probes, "probe", "run only this probe ID or ID prefix ending in / (repeatable)")
 	asJSON := fs.Bool("json", false, "write the versioned JSON report (same as --format json)")
-	format := fs.String("format", "text", "report format: "+strings.Join(verify.Formats, ", "))
+	format := fs.String("format", "text", "report format: "+strings.Join(verify.Formats(), ", "))
 	rootDir := fs.String("rootfs", "", "root filesystem (default: build one for this run)")
 	digest := fs.String("digest", "", "pinned rootfs digest to check --rootfs against")
 	policyFile := fs.String("policy", "", "seccomp policy file (default: the embedded policy)")
@@ -167,8 +167,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 		}
 		*format = "json"
 	}
-	if !slices.Contains(verify.Formats, *format) {
-		return fail("unknown --format %q (want %s)", *format, strings.Join(verify.Formats, ", "))
+	if !slices.Contains(verify.Formats(), *format) {
+		return fail("unknown --format %q (want %s)", *format, strings.Join(verify.Formats(), ", "))
 	}
 	names, required, err := verifyRuntimes(rts, req)
 	if err != nil {

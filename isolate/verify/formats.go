@@ -10,8 +10,9 @@ import (
 	"github.com/awf-project/awf/proto"
 )
 
-// Formats are the report formats Write accepts.
-var Formats = []string{"text", "json", "junit", "sarif"}
+// Formats returns the report formats Write accepts, a fresh slice each
+// call.
+func Formats() []string { return []string{"text", "json", "junit", "sarif"} }
 
 // Write writes the report in one of Formats.
 func (rep *Report) Write(w io.Writer, format string) error {
@@ -25,7 +26,7 @@ func (rep *Report) Write(w io.Writer, format string) error {
 	case "sarif":
 		return rep.WriteSARIF(w)
 	}
-	return fmt.Errorf("verify: unknown format %q (want %s)", format, strings.Join(Formats, ", "))
+	return fmt.Errorf("verify: unknown format %q (want %s)", format, strings.Join(Formats(), ", "))
 }
 
 // JUnit XML, the shape CI dashboards read: one testsuite for the host checks
