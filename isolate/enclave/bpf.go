@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,8 +21,8 @@ import (
 //     connect4 admits only the proxy's address and port, and connect6,
 //     sendmsg4 and sendmsg6 refuse everything. They act on the host
 //     kernel's sockets, so they cover the direct backend.
-//   - a tcx ingress program on the proxy end of the link (the tc clsact
-//     ingress hook's successor, Linux 6.6 and later): every frame from the
+//   - an ingress program on the proxy end of the link (tcx on Linux 6.6 and
+//     later, else a tc clsact ingress filter): every frame from the
 //     enclave is dropped unless it is ARP, which the link needs, or an
 //     unfragmented IPv4 TCP segment from the enclave's address to the
 //     proxy's address and port. It sees frames, not sockets, so it also
@@ -216,24 +217,62 @@ func attachCgroup(dir string, proxy netip.AddrPort) ([]link.Link, error) {
 }
 
 // attachLinkIngress loads the link program and attaches it to the ingress
-// of interface ifindex in the namespace at nsPath.
-func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.AddrPort) (link.Link, error) {
-	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachTCXIngress, linkIngress(src, proxy))
+// of interface ifindex in the namespace at nsPath: as a tcx link where the
+// kernel has tcx (Linux 6.6 and later), else as a direct-action bpf filter
+// on a clsact qdisc (the classic tc ingress hook, Linux 4.5 and later). A
+// filter is no link: it goes with its interface, which Close deletes, and
+// the returned link is nil.
+func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.AddrPort, classic bool) (link.Link, error) {
+	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachNone, linkIngress(src, proxy))
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
 	var l link.Link
-	err = InNetNS(nsPath, func() error {
-		var err error
-		// The interface index is resolved in the calling thread's namespace.
-		l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: p, Attach: ebpf.AttachTCXIngress})
-		return err
-	})
-	if err != nil {
+	err = ebpf.ErrNotSupported
+	if !classic {
+		err = InNetNS(nsPath, func() error {
+			var err error
+			// The interface index is resolved in the calling thread's namespace.
+			l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: p, Attach: ebpf.AttachTCXIngress})
+			return err
+		})
+	}
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) {
 		return nil, fmt.Errorf("attach link filter: %w", err)
 	}
-	return l, nil
+	if err := clsactIngress(nsPath, ifindex, p); err != nil {
+		return nil, fmt.Errorf("attach link filter (tc): %w", err)
+	}
+	return nil, nil
+}
+
+// clsactIngress adds a clsact qdisc to interface ifindex in the namespace
+// at nsPath and the program as its one ingress filter, in direct-action
+// mode (its return value is the verdict: TC_ACT_OK or TC_ACT_SHOT, the
+// values tcx uses too).
+func clsactIngress(nsPath string, ifindex int, p *ebpf.Program) error {
+	h, ns, err := handle(nsPath)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	defer h.Close()
+	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+	if err := h.QdiscAdd(q); err != nil {
+		return fmt.Errorf("clsact qdisc: %w", err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: netlink.HANDLE_MIN_INGRESS, Handle: 1, Priority: 1, Protocol: unix.ETH_P_ALL},
+		Fd:          p.FD(), Name: "awf_link_in", DirectAction: true,
+	}
+	if err := h.FilterAdd(f); err != nil {
+		return fmt.Errorf("ingress filter: %w", err)
+	}
+	return nil
 }
 
 func closeLinks(ls []link.Link) error {

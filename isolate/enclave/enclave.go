@@ -75,6 +75,9 @@ type Options struct {
 	// layer alone blocks everything but the proxy; nothing reachable from
 	// configuration or from a request may set it.
 	Weaken Weakening
+	// classicTC attaches the link filter as a tc clsact filter even where
+	// tcx exists, so that tests cover the older kernels' path.
+	classicTC bool
 }
 
 // Weakening lists the layers tests may remove. The zero value removes
@@ -177,11 +180,13 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr, e.proxy)
+		l, err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr, e.proxy, o.classicTC)
 		if err != nil {
 			return nil, err
 		}
-		e.links = append(e.links, l)
+		if l != nil {
+			e.links = append(e.links, l)
+		}
 	}
 	return e, nil
 }
@@ -471,16 +476,24 @@ func (e *Enclave) Close() error {
 	defer e.mu.Unlock()
 	e.closed = true
 	var errs []error
-	errs = append(errs, closeLinks(e.links))
-	e.links = nil
 	if e.listener != nil {
 		if err := e.listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 		e.listener = nil
 	}
-	// Deleting the proxy end's links removes both ends at once, even while
-	// something still holds a namespace open.
+	// The cgroup and the link go first and the hooks and filter after: a
+	// program detached from a live cgroup or interface waits for the
+	// kernel's grace periods, one detached from a removed one does not.
+	if e.ownCgroup != "" {
+		if err := os.Remove(e.ownCgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", e.ownCgroup, err))
+		} else {
+			e.ownCgroup = ""
+		}
+	}
+	// Deleting the proxy end's links removes both ends at once, even if a
+	// copy of a namespace's mount elsewhere keeps the namespace alive.
 	if _, err := os.Stat(e.proxyNS); err == nil {
 		errs = append(errs, deleteLinks(e.proxyNS))
 	}
@@ -489,13 +502,8 @@ func (e *Enclave) Close() error {
 			errs = append(errs, removeNetNS(p))
 		}
 	}
-	if e.ownCgroup != "" {
-		if err := os.Remove(e.ownCgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", e.ownCgroup, err))
-		} else {
-			e.ownCgroup = ""
-		}
-	}
+	errs = append(errs, closeLinks(e.links))
+	e.links = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("enclave %s: close: %w", e.base, err)
 	}

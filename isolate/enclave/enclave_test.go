@@ -200,3 +200,21 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	require.NoError(t, Sweep(ctx, "live-run"))
 	assert.Empty(t, Resources("crashed"))
 }
+
+// TestClassicTCFilterAlone runs the link filter alone as a tc clsact
+// filter, the path of kernels without tcx (before 6.6).
+func TestClassicTCFilterAlone(t *testing.T) {
+	run := fmt.Sprintf("test%d", os.Getpid())
+	e, err := New(context.Background(), Options{RunID: run, Name: "classic", Weaken: Weakening{Routed: true, NoCgroupBPF: true}, classicTC: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, e.Close())
+		assert.Empty(t, Resources(run))
+	})
+	assert.Empty(t, e.links, "the classic filter is not a link")
+	w, err := NewWorld(e, WorldOptions{})
+	require.NoError(t, err)
+	defer w.Close()
+	res := probeChild(t, e, w)
+	assert.Empty(t, Failed(w.Check(res, CheckOptions{})), "results: %v", res)
+}
