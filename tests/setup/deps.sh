@@ -74,8 +74,9 @@ packages() {
   if ! command -v runsc >/dev/null 2>&1; then want_runsc=1; fi
   [ -z "$want_runsc" ] || pkgs+=(runsc)
   # One dpkg-query for every package (one call each costs a second or two).
+  # It exits 1 when it knows some package not at all: that is "missing".
   local have
-  have=" $(dpkg-query -W -f='${Package}:${Status}\n' "${pkgs[@]}" 2>/dev/null | sed -n 's/^\([^:]*\):install ok installed$/\1/p' | tr '\n' ' ')"
+  have=" $({ dpkg-query -W -f='${Package}:${Status}\n' "${pkgs[@]}" 2>/dev/null || true; } | sed -n 's/^\([^:]*\):install ok installed$/\1/p' | tr '\n' ' ')"
   for p in "${pkgs[@]}"; do
     case "$have" in *" $p "*) ;; *) missing+=("$p") ;; esac
   done
