@@ -31,9 +31,14 @@ var agentBins struct {
 func buildAgentBins(t *testing.T) {
 	t.Helper()
 	agentBins.once.Do(func() {
-		for _, c := range []string{"bounded-agent", "agent-loop"} {
-			cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		// As the Makefile builds them: the CLI with cgo and the seccomp tag,
+		// the loop static without cgo.
+		for c, env := range map[string][]string{
+			"bounded-agent": {"CGO_ENABLED=1", "GOFLAGS=-tags=seccomp"},
+			"agent-loop":    {"CGO_ENABLED=0", "GOFLAGS="},
+		} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, c), "github.com/awf-project/awf/cmd/"+c)
+			cmd.Env = append(os.Environ(), env...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				agentBins.err = fmt.Errorf("build %s: %v\n%s", c, err, out)
 				return
