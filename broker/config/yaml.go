@@ -199,6 +199,13 @@ func decodeYAML(src []byte) (any, yamlIndex, error) {
 		line, col := charPos(src, off)
 		return fail(line, col, "the document is not valid UTF-8")
 	}
+	// The parser also breaks lines at a lone CR, NEL, LS and PS; the
+	// positions here (and every editor's) count LF only.
+	if off := oddLineBreak(src); off >= 0 {
+		line, col := charPos(src, off)
+		r, _ := utf8.DecodeRune(src[off:])
+		return fail(line, col, "line breaks other than LF and CRLF are not allowed (U+%04X)", r)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -241,6 +248,19 @@ func syntaxError(err error) error {
 	return &YAMLError{Problems: []Problem{p}}
 }
 
+// oddLineBreak is the offset of the first CR not followed by LF, NEL, LS or
+// PS in src, or -1.
+func oddLineBreak(src []byte) int {
+	for i, r := range string(src) {
+		switch {
+		case r == '\r' && (i+1 == len(src) || src[i+1] != '\n'),
+			r == '\u0085', r == '\u2028', r == '\u2029':
+			return i
+		}
+	}
+	return -1
+}
+
 // charPos is the 1-based line and character column of byte offset off.
 func charPos(src []byte, off int) (line, col int) {
 	before := src[:off]
@@ -251,7 +271,8 @@ func charPos(src []byte, off int) (line, col int) {
 // yamlWalker converts a yaml.Node tree, refusing what JSON cannot say.
 type yamlWalker struct {
 	src   []byte
-	lines []int // byte offset of each line's start, built on first use
+	lines []int         // byte offset of each line's start, built on first use
+	runes map[int][]int // byte offset of each character of a line; nil if ASCII
 	at    yamlIndex
 }
 
@@ -284,6 +305,22 @@ func (w *yamlWalker) properties(n *yaml.Node, path string) error {
 
 // tagAt returns the tag written at a 1-based line and character column.
 func (w *yamlWalker) tagAt(line, col int) (string, bool) {
+	off, ok := w.offset(line, col)
+	if !ok || w.src[off] != '!' {
+		return "", false
+	}
+	rest := w.src[off:]
+	end := bytes.IndexAny(rest, " \t\r\n")
+	if end < 0 {
+		end = len(rest)
+	}
+	return string(rest[:end]), true
+}
+
+// offset converts a 1-based line and character column to a byte offset in
+// constant time for ASCII lines (a line's character offsets are computed
+// once otherwise), so that a long one-line document costs linear time.
+func (w *yamlWalker) offset(line, col int) (int, bool) {
 	if w.lines == nil {
 		w.lines = []int{0}
 		for i, c := range w.src {
@@ -291,23 +328,33 @@ func (w *yamlWalker) tagAt(line, col int) (string, bool) {
 				w.lines = append(w.lines, i+1)
 			}
 		}
+		w.runes = map[int][]int{}
 	}
 	if line < 1 || line > len(w.lines) || col < 1 {
-		return "", false
+		return 0, false
 	}
-	rest := w.src[w.lines[line-1]:]
-	for i := 1; i < col && len(rest) > 0 && rest[0] != '\n'; i++ {
-		_, n := utf8.DecodeRune(rest)
-		rest = rest[n:]
+	start, end := w.lines[line-1], len(w.src)
+	if line < len(w.lines) {
+		end = w.lines[line] - 1
 	}
-	if len(rest) == 0 || rest[0] != '!' {
-		return "", false
+	text := w.src[start:end]
+	starts, ok := w.runes[line]
+	if !ok {
+		// nil marks an ASCII line, whose columns are byte offsets.
+		if utf8.RuneCount(text) != len(text) {
+			for i := range string(text) {
+				starts = append(starts, i)
+			}
+		}
+		w.runes[line] = starts
 	}
-	end := bytes.IndexAny(rest, " \t\r\n")
-	if end < 0 {
-		end = len(rest)
+	switch {
+	case starts == nil && col <= len(text):
+		return start + col - 1, true
+	case starts != nil && col <= len(starts):
+		return start + starts[col-1], true
 	}
-	return string(rest[:end]), true
+	return 0, false
 }
 
 func (w *yamlWalker) value(n *yaml.Node, path string, depth int) (any, error) {

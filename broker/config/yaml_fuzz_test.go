@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -63,4 +64,24 @@ func problemsWithoutPositions(e *YAMLError) string {
 		s += p
 	}
 	return "config: " + s
+}
+
+// BenchmarkLoadYAML measures a typical configuration and the worst case the
+// size cap allows: one line of 1 MiB holding a quarter of a million values.
+func BenchmarkLoadYAML(b *testing.B) {
+	typical := []byte(yamlPairs[1].yaml)
+	long := []byte("$schema: [" + strings.Repeat("1,", (MaxConfigBytes-16)/2) + "1]\n")
+	for _, bc := range []struct {
+		name string
+		doc  []byte
+	}{{"typical", typical}, {"one-line-1MiB", long}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.doc)))
+			for b.Loop() {
+				if _, err := DecodeYAML(bc.doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -302,6 +302,12 @@ func TestYAMLRefusesWithLineAndColumn(t *testing.T) {
 		{"tag on a key", "agent:\n  !k user: runner\n", 2, 3, "tags are not allowed (!k)"},
 		{"tag on an empty value", "agent: !\n", 1, 8, "agent: tags are not allowed (!)"},
 		{"tag on a list item", "agent:\n  env:\n    allow:\n      - !x A\n", 4, 9, "agent.env.allow[0]: tags are not allowed (!x)"},
+		{"tag after non-ASCII text", "$schema: \"ééé\"\nagent: {user: \"é\", network: ! host}\n", 2, 29, "agent.network: tags are not allowed (!)"},
+		{"tag on the document's root", "--- !cfg\nagent: {}\n", 1, 5, "tags are not allowed (!cfg)"},
+		{"bare tag on the document's root", "--- !\nagent: {}\n", 1, 5, "tags are not allowed (!)"},
+		{"lone CR", "agent: {}\rboundedQueries: {}\r", 1, 10, "line breaks other than LF and CRLF are not allowed (U+000D)"},
+		{"NEL", "agent: {}\u0085boundedQueries: {}\n", 1, 10, "(U+0085)"},
+		{"line separator", "agent: {}\nx: \"a\u2028b\"\n", 2, 6, "(U+2028)"},
 		{"merge key", "agent:\n  <<: {user: runner}\n", 2, 3, "agent: merge keys (<<) are not allowed"},
 		{"integer key", "agent:\n  1: x\n", 2, 3, `agent: keys must be strings: "1" is a number`},
 		{"boolean key", "true: 1\n", 1, 1, `keys must be strings: "true" is a boolean`},
@@ -391,6 +397,14 @@ func TestYAMLLoaderReportsEveryProblem(t *testing.T) {
 		at = append(at, fmt.Sprintf("%d:%d %s", p.Line, p.Column, p.Path))
 	}
 	assert.ElementsMatch(t, []string{"2:12 boundedQueries.timeout", "3:12 boundedQueries.runtime", "5:9 agent.user"}, at)
+}
+
+func TestYAMLCRLF(t *testing.T) {
+	c, err := LoadYAML([]byte("agent:\r\n  user: runner\r\n  network: none\r\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "none", c.Agent.Network)
+	_, err = LoadYAML([]byte("agent:\r\n  user: runner\r\n  network: ! none\r\n"))
+	assert.ErrorContains(t, err, "config: 3:12: agent.network: tags are not allowed (!)")
 }
 
 func TestDetectFormat(t *testing.T) {
