@@ -19,7 +19,9 @@
 #
 # Docker: any installed Docker Engine (Docker CE, Debian's or Ubuntu's
 # docker.io) is accepted; docker.io is installed only when there is no dockerd.
-set -euo pipefail
+set -Eeuo pipefail
+# Setup never fails silently: the failing command is named.
+trap 'echo "deps: error: line $LINENO: $BASH_COMMAND exited $?" >&2' ERR
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
 GO_CACHE=${AWF_GO_CACHE:-/var/cache/awf/go}
