@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/seccomp"
+	libseccomp "github.com/seccomp/libseccomp-golang"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -32,6 +33,7 @@ const (
 	childArgsEnv   = "AWF_POLICY_TEST_ARGS"   // comma-separated hex
 	childExecEnv   = "AWF_POLICY_TEST_EXEC"   // python: script and root, tab-separated
 	childLoaderEnv = "AWF_POLICY_TEST_LOADER" // "raw": prctl with Policy.BPF instead of runc
+	childPolicyEnv = "AWF_POLICY_TEST_POLICY" // a .policy file instead of the default
 	benchKindEnv   = "AWF_POLICY_BENCH"       // bench: none | runc | linear
 	benchNEnv      = "AWF_POLICY_BENCH_N"     // bench: iterations
 	benchCallEnv   = "AWF_POLICY_BENCH_CALL"  // bench: getppid | fcntl
@@ -105,6 +107,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childModeEnv); mode != "" {
 		os.Exit(childMain(mode))
 	}
+	if pid := os.Getenv(attestHelperEnv); pid != "" {
+		os.Exit(attestHelper(pid))
+	}
 	os.Exit(m.Run())
 }
 
@@ -141,13 +146,16 @@ func childMain(mode string) int {
 		}
 	case "python":
 		argv = append([]string{"python3", "-I", "-S", "-B"}, strings.Split(os.Getenv(childExecEnv), "\t")...)
-	case "hold":
+	case "hold", "exechold":
 	case "bench":
 		return benchChild()
 	default:
 		return fail(fmt.Errorf("unknown mode %q", mode))
 	}
 	p, err := Default()
+	if f := os.Getenv(childPolicyEnv); f != "" {
+		p, err = Load(f)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -158,10 +166,19 @@ func childMain(mode string) int {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("no_new_privs: %w", err))
 	}
-	if os.Getenv(childLoaderEnv) == "raw" {
-		// The exported program alone, as libseccomp built it (no runc stub).
+	if l := os.Getenv(childLoaderEnv); l == "raw" || l == "linear" {
+		// The exported program alone, as libseccomp built it (no runc stub);
+		// "linear" without the binary tree: another form, the same decisions.
 		native, _ := NativeArch()
 		prog, err := p.BPF(native)
+		if l == "linear" {
+			info, _ := lookupArch(native)
+			var f *libseccomp.ScmpFilter
+			if f, err = p.filter(info, treeOff); err == nil {
+				prog, err = exportBPF(f)
+				f.Release()
+			}
+		}
 		if err == nil {
 			err = loadProgram(prog)
 		}
@@ -173,6 +190,11 @@ func childMain(mode string) int {
 	}
 	// From here on every system call is filtered.
 	switch mode {
+	case "exechold":
+		// Every thread of the new image inherits the filter, as in a sandbox.
+		argv = []string{"python3", "-I", "-S", "-B", "-c", "import sys; print('ready', flush=True); sys.stdin.read()"}
+		err := syscall.Exec(debianPython, argv, []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"})
+		return fail(fmt.Errorf("exec: %w", err))
 	case "python":
 		err := syscall.Exec(debianPython, argv, []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "TMPDIR=" + os.Getenv("TMPDIR")})
 		return fail(fmt.Errorf("exec: %w", err))

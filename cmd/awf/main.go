@@ -99,6 +99,8 @@ func tree() *node {
 			policyLeaf("bpf", "disassemble the compiled filter", "arch"),
 			policyLeaf("export", "export as Docker, OCI or libcontainer JSON", "format"),
 			policyLeaf("import", "draft a policy from a Docker or OCI profile"),
+			{name: "attest", summary: "prove a live process runs the compiled filter", usage: policyUsage, run: delegate(cmdPolicy, "attest"),
+				values: []string{"arch"}, bools: []string{"json"}},
 		}},
 		{name: "rootfs", summary: "build and verify the Python root filesystem", usage: rootfsUsage, subs: []*node{
 			{name: "build", summary: "build the root filesystem", usage: rootfsUsage, run: delegate(cmdRootfs, "build"),

@@ -18,6 +18,7 @@ const policyUsage = `usage: awf policy lint FILE...
        awf policy bpf FILE [--arch A]
        awf policy export FILE --format docker|oci|libcontainer
        awf policy import PROFILE.json
+       awf policy attest PID [FILE] [--arch A] [--json]
 
 FILE is a *.policy file, "-" for standard input, or "@default" for the
 built-in python3.policy.
@@ -46,6 +47,14 @@ import  reads a Docker/moby seccomp profile or OCI seccomp JSON (strictly:
         a reviewer writes one. includes/excludes are resolved for no
         capabilities on x86_64 and aarch64; each dropped or assumed element
         has a comment.
+attest  reads the seccomp filter of every thread of the live process PID
+        (ptrace; root) and proves it is what FILE (default @default)
+        compiles to: the same program, the same program behind runc's ENOSYS
+        stub, or another program with the same decisions. Prints MATCH or
+        MISMATCH with the differences; exits 0 on a match, 1 on a mismatch
+        (any thread without the filter, stacked filters, other decisions),
+        2 if the process cannot be read. Host-kernel filters only (direct
+        and docker sandboxes); gVisor enforces the policy in its Sentry.
 `
 
 // cmdPolicy implements "awf policy".
@@ -75,6 +84,8 @@ func cmdPolicy(ctx context.Context, e env) int {
 		return policyExport(e, pa)
 	case "import":
 		return policyImport(e, pa)
+	case "attest":
+		return policyAttest(ctx, e, pa)
 	case "-h", "--help", "help":
 		fmt.Fprint(e.stdout, policyUsage)
 		return 0
@@ -87,6 +98,7 @@ func cmdPolicy(ctx context.Context, e env) int {
 type policyArgs struct {
 	arch    string
 	summary bool
+	json    bool
 	format  string
 	files   []string
 }
@@ -116,6 +128,8 @@ func parsePolicyArgs(args []string) (policyArgs, error) {
 			}
 		case "--summary":
 			pa.summary = true
+		case "--json":
+			pa.json = true
 		case "--":
 			pa.files = append(pa.files, args[i+1:]...)
 			return pa, nil
