@@ -21,7 +21,10 @@ import (
 // than interpreted, so that no reader of the file, human or program, can
 // take it to mean something else: anchors and aliases, tags (!!str, !foo,
 // and the bare !), merge keys (<<), keys that are not strings, more than one
-// document, a byte order mark, and bytes that are not UTF-8.
+// document, a byte order mark, bytes that are not UTF-8, and line breaks
+// other than LF and CRLF (the parser's lone CR, NEL, LS and PS would make
+// every reported position, and the check for the bare tag, count lines
+// differently from the reader's editor).
 //
 // Plain (unquoted) scalars are where YAML versions and parsers disagree
 // most: YAML 1.1 reads yes, no, on, off, y and n as booleans, 017 as octal,

@@ -183,6 +183,9 @@ func TestConfigStdinMustNotBeATerminal(t *testing.T) {
 		{[]string{"config", "validate", "--config", "-"}, 1},
 		{[]string{"run", "--config", "-", "--", "/bin/true"}, exitAWF},
 		{[]string{"broker", "--config", "-"}, 1},
+		{[]string{"config", "validate", "--config=-"}, 1},
+		{[]string{"run", "--config=-", "--", "/bin/true"}, exitAWF},
+		{[]string{"broker", "--config=-"}, 1},
 	} {
 		var out, errb bytes.Buffer
 		rc := realMain(tc.args, tty, &out, &errb)
