@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +102,7 @@ func RunEnclave(ctx context.Context, o EnclaveOptions) (*EnclaveReport, error) {
 	rep := &EnclaveReport{OK: true}
 	for _, name := range o.Runtimes {
 		rr := runEnclaveRuntime(ctx, name, o, root, work)
-		rr.Required = contains(o.Required, name)
+		rr.Required = slices.Contains(o.Required, name)
 		rr.finish(0)
 		if rr.Failed() {
 			rep.OK = false
@@ -109,15 +110,6 @@ func RunEnclave(ctx context.Context, o EnclaveOptions) (*EnclaveReport, error) {
 		rep.Runtimes = append(rep.Runtimes, rr)
 	}
 	return rep, nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // enclaveProbeRoot builds the probe's root filesystem: the mount points
