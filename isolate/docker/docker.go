@@ -97,13 +97,7 @@ func (r *Runtime) Close() error {
 // host workspace, with the sandbox's own mount of the rootfs. The container
 // is created by Exec, once the invocation id that labels it is known.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	if err := r.Usable(); err != nil {
-		return nil, err
-	}
-	if err := r.ensureProbed(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.books.CheckTemplate(t); err != nil {
+	if err := r.books.Ready(ctx, t, r.ensureProbed); err != nil {
 		return nil, err
 	}
 	seccomp := "seccomp=unconfined"

@@ -119,13 +119,7 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 // cgroup. The container itself is created by Exec, once the invocation id
 // that labels it is known.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	if err := r.Usable(); err != nil {
-		return nil, err
-	}
-	if err := r.ensureProbed(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.books.CheckTemplate(t); err != nil {
+	if err := r.books.Ready(ctx, t, r.ensureProbed); err != nil {
 		return nil, err
 	}
 	var sc *specs.LinuxSeccomp

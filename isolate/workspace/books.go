@@ -147,6 +147,19 @@ func (b *Books) Swept(err error) error {
 	return err
 }
 
+// Ready is the start of a backend's Prepare: it fails while the backend
+// is broken, then proves the backend with probe (once; probe remembers),
+// then refuses a template no sandbox may run (CheckTemplate).
+func (b *Books) Ready(ctx context.Context, t isolate.Template, probe func(context.Context) error) error {
+	if err := b.Usable(); err != nil {
+		return err
+	}
+	if err := probe(ctx); err != nil {
+		return err
+	}
+	return b.CheckTemplate(t)
+}
+
 // CheckTemplate refuses a template that no sandbox may run: one without
 // a seccomp policy, with invalid limits, or over a rootfs that lacks a
 // mount point.
