@@ -72,12 +72,14 @@ func AgentEnv(base []string, r *Run) []string {
 		}
 	}
 	l := r.Layout
-	env = append(env,
-		"PATH="+l.SkillDir+":"+path,
-		"AWF_BOUNDED_QUERY_SOCKET="+l.Socket,
-		"AWF_BOUNDED_QUERY_SKILL="+l.SkillPath,
-		"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
-	)
+	env = append(env, "PATH="+l.SkillDir+":"+path)
+	if r.Spec.Kind != KindProbe {
+		env = append(env,
+			"AWF_BOUNDED_QUERY_SOCKET="+l.Socket,
+			"AWF_BOUNDED_QUERY_SKILL="+l.SkillPath,
+			"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
+		)
+	}
 	env = append(env, probeEnv(r)...)
 	home := r.Agent.Home
 	if home == "" {

@@ -78,7 +78,11 @@ func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*Brok
 		b.Stop(context.Background())
 		return nil, ctx.Err()
 	}
-	if err := ProbeSocket(r.Layout.Socket, 10*time.Second); err != nil {
+	want := `{"status":"error"}`
+	if r.Spec.Kind == KindProbe {
+		want = proto.ProbeErrorBody
+	}
+	if err := probeSocketWant(r.Layout.Socket, 10*time.Second, want); err != nil {
 		b.Stop(context.Background())
 		return nil, fmt.Errorf("broker: socket is not serving: %w", err)
 	}

@@ -71,7 +71,7 @@ func (r *Run) AgentHide() []string { return slices.Clone(r.agentHide) }
 // the broker spec, the skill and the agent CLI, and creates the agent's
 // cgroup. On failure it leaves nothing behind.
 func Prepare(ctx context.Context, o Options) (r *Run, err error) {
-	bq := o.Config.BoundedQueries
+	bq, probeOnly := probeOnlyFrame(o.Config)
 	pf := func(format string, args ...any) error {
 		return fmt.Errorf("preflight: "+format, args...)
 	}
@@ -79,9 +79,6 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		return nil, pf("awf run must run as root (it builds sandboxes and namespaces)")
 	}
 	if !bq.Enabled {
-		if err := SealedProbesWithoutQueries(o.Config); err != nil {
-			return nil, pf("%v", err)
-		}
 		return nil, pf("bounded queries are not enabled")
 	}
 	agent, err := ResolveAgent(o.Config.Agent.User, o.Getenv)
@@ -183,7 +180,12 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	if spec.AgentCgroup, err = PlanAgentCgroup(l.RunID, spec.CgroupParent); err != nil {
 		return r, pf("%v", err)
 	}
-	if probeRunning(o.Config) {
+	if probeOnly {
+		spec.Kind = KindProbe
+		if err := checkProbeRoot(rfs); err != nil {
+			return r, pf("%v", err)
+		}
+	} else if probeRunning(o.Config) {
 		if spec.Probe, err = newProbeSpec(o, l); err != nil {
 			return r, pf("%v", err)
 		}
@@ -201,7 +203,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	r.Spec = spec
 
-	audit, err := broker.OpenAudit(l.AuditDir, "bounded-query.jsonl")
+	audit, err := broker.OpenAudit(l.AuditDir, AuditFile(spec))
 	if err != nil {
 		return r, err
 	}
@@ -230,7 +232,12 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		return r, fmt.Errorf("staging: %w", err)
 	}
 	r.Seeds = seeds
-	if err := r.writeIngress(o.CLIBinary, bq); err != nil {
+	if probeOnly {
+		err = r.writeProbeIngress(o, bq)
+	} else {
+		err = r.writeIngress(o.CLIBinary, bq)
+	}
+	if err != nil {
 		return r, err
 	}
 	if r.Spec.Probe != nil {

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -124,12 +123,8 @@ func (r *Run) prepareProbes(ctx context.Context, o Options, token string) error 
 			return fmt.Errorf("sealed probes: %w", err)
 		}
 	}
-	// A root built before sealed probes lacks their paths: every probe
-	// would fail, so the run does not start.
-	for name, target := range rootfs.Aliases() {
-		if t, err := os.Readlink(filepath.Join(r.Spec.RootFS, name)); err != nil || t != target {
-			return fmt.Errorf("preflight: sealedProbes: the sandbox root %s has no /%s -> %s (it predates sealed probes): rebuild it (awf rootfs build, or remove the cache %s)", r.Spec.RootFS, name, target, DefaultRootFSCache)
-		}
+	if err := checkProbeRoot(r.Spec.RootFS); err != nil {
+		return fmt.Errorf("preflight: %w", err)
 	}
 	// The probe runtime is proven on its own state dir: the runtime the
 	// config names, or a preflight failure; never another one.
@@ -187,20 +182,27 @@ func (r *Run) prepareProbes(ctx context.Context, o Options, token string) error 
 // probeEnv is what the agent gets for sealed probes: the socket in the
 // variable the reference's client reads, the skill and the repositories.
 func probeEnv(r *Run) []string {
-	if r.Spec.Probe == nil {
+	var socket, skill string
+	repos := r.ProbeRepos
+	switch {
+	case r.Spec.Kind == KindProbe:
+		socket, skill, repos = r.Layout.Socket, probePaths(r.Layout).SkillPath, r.Repos
+	case r.Spec.Probe != nil:
+		socket, skill = r.Spec.Probe.Socket, r.Spec.Probe.SkillPath
+	default:
 		return nil
 	}
 	return []string{
-		proto.ProbeSocketEnv + "=" + r.Spec.Probe.Socket,
-		"AWF_SEALED_PROBE_SKILL=" + r.Spec.Probe.SkillPath,
-		"AWF_SEALED_PROBE_REPOS=" + strings.Join(r.ProbeRepos, ","),
+		proto.ProbeSocketEnv + "=" + socket,
+		"AWF_SEALED_PROBE_SKILL=" + skill,
+		"AWF_SEALED_PROBE_REPOS=" + strings.Join(repos, ","),
 	}
 }
 
 // dropProbeVar reports whether an inherited variable must not reach the
 // agent of r: a stale AWF_SEALED_PROBE_* when this run sets its own.
 func dropProbeVar(r *Run, name string) bool {
-	return r.Spec.Probe != nil && strings.HasPrefix(name, "AWF_SEALED_PROBE_")
+	return (r.Spec.Probe != nil || r.Spec.Kind == KindProbe) && strings.HasPrefix(name, "AWF_SEALED_PROBE_")
 }
 
 // probeServer is the probe broker as Serve runs it.
@@ -355,19 +357,76 @@ func releaseProbeSeeds(ctx context.Context, l Layout) error {
 	return staging.Release(ctx, root)
 }
 
-// ErrProbesNeedQueries is the preflight failure of a run that enables
-// sealed probes without bounded queries: their broker lives in the query
-// broker's process, and a run must never go ahead without the probes it was
-// asked for.
-var ErrProbesNeedQueries = errors.New("sealedProbes needs boundedQueries.enabled: the probe broker runs in the run's broker process")
+// KindProbe is the Spec.Kind of a probe-only run: sealed probes enabled
+// and bounded queries not. Its one broker is the probe broker, on the run's
+// main socket, seed map and audit log; there is no query broker, socket,
+// skill or CLI. ("" is a bounded-query run, with or without probes beside.)
+const KindProbe = "probe"
 
-// SealedProbesWithoutQueries fails a config that enables sealed probes but
-// not bounded queries (awf run would otherwise run the agent plainly).
-func SealedProbesWithoutQueries(c *config.Config) error {
-	if probeRunning(c) && !c.BoundedQueries.Enabled {
-		return ErrProbesNeedQueries
+// probeOnlyFrame returns the block a run is prepared from: the
+// boundedQueries block, or, when only sealed probes are enabled, one made
+// of the sealedProbes block (its repositories, all sealed, its runtime and
+// limits) and the query block's host settings (rootfs, docker socket, runsc
+// path), and true.
+func probeOnlyFrame(c *config.Config) (config.BoundedQueries, bool) {
+	b := c.BoundedQueries
+	if b.Enabled || !c.SealedProbes.Enabled {
+		return b, false
+	}
+	sp := c.SealedProbes
+	f := config.BoundedQueries{
+		Enabled: true, Runtime: sp.Runtime, TimeoutSeconds: sp.TimeoutSeconds, MemoryLimit: sp.MemoryLimit,
+		MemoryBytes: sp.MemoryBytes, Interpreter: sp.Interpreter, MaxInvocations: sp.MaxInvocations,
+		RootFS: b.RootFS, DockerSocket: b.DockerSocket, RunscPath: b.RunscPath,
+	}
+	for _, r := range sp.PrivateRepos {
+		r.Sensitivity = proto.SensitivitySealed
+		f.PrivateRepos = append(f.PrivateRepos, r)
+	}
+	return f, true
+}
+
+// AuditFile is the main audit log of a run's broker: the probe broker's
+// in a probe-only run, the query broker's otherwise.
+func AuditFile(s Spec) string {
+	if s.Kind == KindProbe {
+		return ProbeAuditFile
+	}
+	return "bounded-query.jsonl"
+}
+
+// checkProbeRoot refuses a sandbox root built before sealed probes: it
+// lacks their paths, so every probe would fail.
+func checkProbeRoot(root string) error {
+	for name, target := range rootfs.Aliases() {
+		if t, err := os.Readlink(filepath.Join(root, name)); err != nil || t != target {
+			return fmt.Errorf("sealedProbes: the sandbox root %s has no /%s -> %s (it predates sealed probes): rebuild it (awf rootfs build, or remove the cache %s)", root, name, target, DefaultRootFSCache)
+		}
 	}
 	return nil
+}
+
+// writeProbeIngress is writeIngress for a probe-only run: the sealed_probe
+// skill and CLI, and nothing of bounded queries.
+func (r *Run) writeProbeIngress(o Options, bq config.BoundedQueries) error {
+	l := r.Layout
+	p := probePaths(l)
+	if err := mkdirOwned(l.IngressBase, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{l.IngressRoot, l.SkillDir, filepath.Dir(p.SkillPath)} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("ingress: %w", err)
+		}
+	}
+	if err := writeExclusive(p.SkillPath, []byte(broker.ProbeSkill(r.Repos, bq.TimeoutSeconds, bq.MaxInvocations)), 0o644); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName))
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	return writeExclusive(p.CLIPath, bin, 0o555)
 }
 
 // probeRunning reports whether the config asks for sealed probes.

@@ -14,6 +14,7 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/rootfs"
 	"github.com/awf-project/awf/staging"
 )
@@ -42,7 +43,7 @@ func (s Spec) HostConfig() isolate.HostConfig {
 // admissions, waits for in-flight jobs, sweeps again, and returns.
 func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (err error) {
 	l := s.Layout
-	audit, err := broker.OpenAudit(l.AuditDir, "bounded-query.jsonl")
+	audit, err := broker.OpenAudit(l.AuditDir, AuditFile(s))
 	if err != nil {
 		return err
 	}
@@ -107,6 +108,10 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	limits := isolate.DefaultLimits()
 	limits.MemoryBytes = s.MemoryBytes
 	limits.Wall = time.Duration(s.TimeoutSeconds) * time.Second
+	var kind broker.JobKind = broker.QueryKind{}
+	if s.Kind == KindProbe {
+		kind, limits.OutputBytes = broker.ProbeKind{}, proto.MaxProbeResultBytes
+	}
 	if err := limits.Validate(); err != nil {
 		return fail("limits-invalid", err)
 	}
@@ -134,7 +139,7 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	lane := make(chan struct{}, 1)
 	b, err := broker.New(broker.Options{
 		Lane:           lane,
-		Kind:           broker.QueryKind{},
+		Kind:           kind,
 		Runtime:        rt,
 		Template:       tmpl,
 		Seeds:          bs,

@@ -26,6 +26,8 @@ type Spec struct {
 	// metered queries, and the run's CPU split (the broker and the sandboxes
 	// take CPUs.Sandbox).
 	AgentCgroup AgentCgroup
+	// Kind is "" for a bounded-query run, KindProbe for a probe-only one.
+	Kind string `json:",omitempty"`
 	// Probe is the sealed-probe broker's part (probe.go); nil when
 	// sealedProbes is absent or disabled.
 	Probe *ProbeSpec `json:",omitempty"`

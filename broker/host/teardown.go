@@ -35,7 +35,7 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 	if ctx.Err() != nil {
 		// awf was interrupted (SIGINT/SIGTERM): the audit says so, after
 		// the broker's own records.
-		if a, err := broker.OpenAudit(r.Layout.AuditDir, "bounded-query.jsonl"); err == nil {
+		if a, err := broker.OpenAudit(r.Layout.AuditDir, AuditFile(r.Spec)); err == nil {
 			a.Lifecycle(broker.LifecycleCancelled, "awf run was interrupted; the agent was stopped and its running query killed")
 			_ = a.Close()
 		}

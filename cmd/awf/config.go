@@ -165,9 +165,6 @@ func runChecks(c *config.Config, getenv func(string) string, preflight bool, cli
 		add("agent.user", "%v", err)
 	}
 	out = append(out, host.BoundedAgentChecks(c, getenv, preflight, filepath.Dir(cliBinary))...)
-	if err := host.SealedProbesWithoutQueries(c); err != nil {
-		add("sealedProbes.enabled", "%v", err)
-	}
 	bq := c.BoundedQueries
 	if !bq.Enabled {
 		return out

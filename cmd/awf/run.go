@@ -71,11 +71,7 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
 		return exitAWF
 	}
-	if err := host.SealedProbesWithoutQueries(cfg); err != nil {
-		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
-		return exitAWF
-	}
-	if !cfg.BoundedQueries.Enabled {
+	if !cfg.BoundedQueries.Enabled && !cfg.SealedProbes.Enabled {
 		return runPlain(ctx, e, cfg, argv)
 	}
 	exe, err := os.Executable()
@@ -162,7 +158,7 @@ func cmdRun(ctx context.Context, e env) int {
 	}
 	stopAPIProxy(px, e.stderr)
 	terr := host.Teardown(ctx, r, b)
-	if s, err := host.Summary(filepath.Join(r.Layout.AuditArchive, "bounded-query.jsonl")); err == nil {
+	if s, err := host.Summary(filepath.Join(r.Layout.AuditArchive, host.AuditFile(r.Spec))); err == nil {
 		fmt.Fprintf(e.stderr, "awf: audit: %s\nawf: audit log kept in %s\n", s, r.Layout.AuditArchive)
 	}
 	if terr != nil {

@@ -436,7 +436,7 @@ printf 'open("/query/out","w").write("true")\n' | bounded-query --repo demo/app 
 }
 
 // TestProbePreflightFailsClosed: an unavailable runtime, a seed that cannot
-// be staged and a run without bounded queries stop awf before the agent
+// be staged and a missing staging credential stop awf before the agent
 // starts; nothing is left behind.
 func TestProbePreflightFailsClosed(t *testing.T) {
 	before := runDirs()
@@ -454,14 +454,6 @@ func TestProbePreflightFailsClosed(t *testing.T) {
 		{"credential for a GitHub repo", func() string {
 			return writeProbeConfig(t, bq{}, &sp{Enabled: true, PrivateRepos: []probeRepo{{Repo: "demo/a"}}})
 		}, "no staging credential"},
-		{"no bounded queries", func() string {
-			raw, err := json.Marshal(map[string]any{"agent": map[string]any{"user": agentUser},
-				"sealedProbes": sp{Enabled: true, PrivateRepos: []probeRepo{{Repo: "demo/a", Source: repoDir}}}})
-			require.NoError(t, err)
-			p := filepath.Join(t.TempDir(), "awf.json")
-			require.NoError(t, os.WriteFile(p, raw, 0o600))
-			return p
-		}, "sealedProbes needs boundedQueries"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -471,5 +463,78 @@ func TestProbePreflightFailsClosed(t *testing.T) {
 			assert.Contains(t, r.stderr, c.want)
 		})
 	}
+	assertNoNewRunDirs(t, before)
+}
+
+// TestProbeOnlyRun: the seed's configuration has only a sealedProbes block.
+// The run has one broker, the probe broker, and the agent gets the probe
+// CLI, skill and socket and nothing of bounded queries; the seed's example
+// script works unchanged. The same configuration in YAML gives the same run.
+func TestProbeOnlyRun(t *testing.T) {
+	before := runDirs()
+	dir := writeAgentFiles(t, map[string]string{"probe.py": `import json
+from pathlib import Path
+
+repo = Path("/probe/repo")
+# Deterministic computation; repo may be modified locally.
+Path("/probe/out").write_text(json.dumps({"result": "YES" if (repo / "SECURITY.md").is_file() else "NO"}))
+`})
+	rootfs := map[string]any{"path": rootfsDir, "digest": rootfsHash}
+	doc := map[string]any{
+		"boundedQueries": map[string]any{"rootfs": rootfs},
+		"agent":          map[string]any{"user": agentUser},
+		"sealedProbes": map[string]any{"enabled": true, "privateRepos": []any{map[string]any{"repo": "lpcox/foo", "source": repoDir}},
+			"runtime": "direct", "timeout": 30, "memoryLimit": "512m", "interpreter": "python3", "maxInvocations": 2},
+	}
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	jsonCfg := filepath.Join(t.TempDir(), "awf.json")
+	require.NoError(t, os.WriteFile(jsonCfg, raw, 0o600))
+	yamlCfg := filepath.Join(t.TempDir(), "awf.yaml")
+	require.NoError(t, os.WriteFile(yamlCfg, []byte(fmt.Sprintf(`boundedQueries:
+  rootfs: {path: %q, digest: %q}
+agent:
+  user: %q
+sealedProbes:
+  enabled: true
+  privateRepos:
+    - {repo: "lpcox/foo", source: %q}
+  runtime: direct
+  timeout: 30
+  memoryLimit: "512m"
+  interpreter: python3
+  maxInvocations: 2
+`, rootfsDir, rootfsHash, agentUser, repoDir)), 0o600))
+	script := agentScript(t, pHelper+fmt.Sprintf(`
+p seed-example --repo lpcox/foo $O3 < %[1]s/probe.py
+p count-spent --repo lpcox/foo $O3 < %[1]s/probe.py
+p exhausted --repo lpcox/foo $O3 < %[1]s/probe.py
+echo "query-vars $(env | grep -c '^AWF_BOUNDED_QUERY')"
+echo "query-cli $(command -v bounded-query >/dev/null && echo yes || echo no)"
+echo "skill $(head -2 "$AWF_SEALED_PROBE_SKILL" | tail -1)"
+echo "repos $AWF_SEALED_PROBE_REPOS"
+`, dir))
+	var outs []string
+	for _, cfg := range []string{jsonCfg, yamlCfg} {
+		r := awfRun(t, cfg, script)
+		require.Equal(t, 0, r.code, r.stderr)
+		got := lines(r.stdout)
+		assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["seed-example"], cfg)
+		assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["count-spent"], cfg)
+		assert.Equal(t, "rc=0 stderr=0 "+probeErrLine, got["exhausted"], cfg)
+		assert.Equal(t, "0", got["query-vars"])
+		assert.Equal(t, "no", got["query-cli"])
+		assert.Equal(t, "name: sealed_probe", got["skill"])
+		assert.Equal(t, "lpcox/foo", got["repos"])
+		reasons := map[string]int{}
+		for _, rec := range probeAudit(t, r.stderr) {
+			if rec["kind"] == "failure" {
+				reasons[rec["reason"].(string)]++
+			}
+		}
+		assert.Equal(t, map[string]int{"invocation-count-exhausted": 1}, reasons)
+		outs = append(outs, r.stdout)
+	}
+	assert.Equal(t, outs[0], outs[1], "JSON and YAML give the same run")
 	assertNoNewRunDirs(t, before)
 }
