@@ -80,7 +80,7 @@ func AgentEnv(base []string, r *Run) []string {
 			"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
 		)
 	}
-	env = append(env, probeEnv(r)...)
+	env = append(env, ProbeEnv(r)...)
 	home := r.Agent.Home
 	if home == "" {
 		home = "/"

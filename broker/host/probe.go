@@ -179,9 +179,9 @@ func (r *Run) prepareProbes(ctx context.Context, o Options, token string) error 
 	return nil
 }
 
-// probeEnv is what the agent gets for sealed probes: the socket in the
+// ProbeEnv is what the agent gets for sealed probes: the socket in the
 // variable the reference's client reads, the skill and the repositories.
-func probeEnv(r *Run) []string {
+func ProbeEnv(r *Run) []string {
 	var socket, skill string
 	repos := r.ProbeRepos
 	switch {

@@ -90,6 +90,9 @@ func cmdBroker(ctx context.Context, e env) int {
 	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SOCKET=%s\n", l.Socket)
 	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SKILL=%s\n", l.SkillPath)
 	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_REPOS=%s\n", strings.Join(r.Repos, ","))
+	for _, kv := range host.ProbeEnv(r) {
+		fmt.Fprintf(e.stdout, "export %s\n", kv)
+	}
 	fmt.Fprintf(e.stdout, "export PATH=%s:$PATH\n", l.SkillDir)
 	fmt.Fprintf(e.stdout, "# the socket is reachable only by uid %d; press Ctrl-C to stop\n", r.Agent.UID)
 	select {
