@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf/link"
@@ -116,6 +117,7 @@ type Enclave struct {
 	proxy     netip.AddrPort
 	weaken    Weakening
 	listener  *net.TCPListener
+	made      []string // the namespaces New created, which Close removes
 
 	mu        sync.Mutex
 	cgroups   map[string]bool // v2 cgroups the hooks are attached to
@@ -148,19 +150,19 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 			err = fmt.Errorf("enclave %s: %w", base, err)
 		}
 	}()
-	for _, p := range []string{e.netNS, e.proxyNS} {
+	nss := []string{e.netNS, e.proxyNS}
+	if o.Weaken.Routed {
+		e.neighbour = filepath.Join(NetNSDir, base+"-n")
+		nss = append(nss, e.neighbour)
+	}
+	for _, p := range nss {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if err := createNetNS(p); err != nil {
 			return nil, err
 		}
-	}
-	if o.Weaken.Routed {
-		e.neighbour = filepath.Join(NetNSDir, base+"-n")
-		if err := createNetNS(e.neighbour); err != nil {
-			return nil, err
-		}
+		e.made = append(e.made, p)
 	}
 	if err := e.configure(); err != nil {
 		return nil, err
@@ -494,14 +496,13 @@ func (e *Enclave) Close() error {
 	}
 	// Deleting the proxy end's links removes both ends at once, even if a
 	// copy of a namespace's mount elsewhere keeps the namespace alive.
-	if _, err := os.Stat(e.proxyNS); err == nil {
+	if slices.Contains(e.made, e.proxyNS) {
 		errs = append(errs, deleteLinks(e.proxyNS))
 	}
-	for _, p := range []string{e.netNS, e.proxyNS, e.neighbour} {
-		if p != "" {
-			errs = append(errs, removeNetNS(p))
-		}
+	for _, p := range e.made {
+		errs = append(errs, removeNetNS(p))
 	}
+	e.made = nil
 	errs = append(errs, closeLinks(e.links))
 	e.links = nil
 	if err := errors.Join(errs...); err != nil {

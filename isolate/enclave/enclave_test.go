@@ -266,3 +266,20 @@ func TestVsockNeedsThePolicy(t *testing.T) {
 	}
 	assert.True(t, vs.Pass, "no vsock transport here, nothing reached: %s", vs.Detail)
 }
+
+// TestFailedNewRemovesWhatItMade: when New fails half-way (here the proxy
+// end's name is taken), what it created is gone and what it did not create
+// is left alone.
+func TestFailedNewRemovesWhatItMade(t *testing.T) {
+	run := fmt.Sprintf("test%d", os.Getpid())
+	taken := filepath.Join(NetNSDir, Prefix+run+"-taken-p")
+	require.NoError(t, os.MkdirAll(NetNSDir, 0o755))
+	require.NoError(t, os.WriteFile(taken, nil, 0o444))
+	defer os.Remove(taken)
+	_, err := New(context.Background(), Options{RunID: run, Name: "taken"})
+	require.Error(t, err)
+	_, err = os.Stat(filepath.Join(NetNSDir, Prefix+run+"-taken-e"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the enclave's namespace was left behind")
+	_, err = os.Stat(taken)
+	assert.NoError(t, err, "a file New did not create was removed")
+}

@@ -259,7 +259,8 @@ func (w *World) Targets() []Target { return append([]Target(nil), w.targets...) 
 
 // Spec is the probe's argument, writing its results to out.
 func (w *World) Spec(out string) ProbeSpec {
-	return ProbeSpec{Out: out, TimeoutMs: 1000, Targets: w.Targets()}
+	// Generous: a loaded host must not turn the proxy into a timeout.
+	return ProbeSpec{Out: out, TimeoutMs: 3000, Targets: w.Targets()}
 }
 
 // Finding is the verdict on one target.
