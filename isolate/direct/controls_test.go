@@ -86,7 +86,7 @@ func TestControlsFromInside(t *testing.T) {
 	}
 	assert.Equal(t, "sandbox", m["hostname"])
 	assert.Equal(t, 1.0, m["pid"], "the job is init of its own pid namespace")
-	assert.Equal(t, []any{"awf", "dev", "etc", "lib", "lib64", "proc", "query", "sys", "tmp", "usr"}, m["root"])
+	assert.Equal(t, []any{"awf", "dev", "etc", "lib", "lib64", "probe", "proc", "query", "sys", "tmp", "usr"}, m["root"])
 	assert.Equal(t, isolate.QueryDir, m["cwd"])
 	assert.Equal(t, []any{"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}, m["env"])
 }
