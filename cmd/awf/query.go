@@ -393,21 +393,23 @@ func describeKills(kills []seccompKill, runtime string) string {
 	return fmt.Sprintf("one of %s (the kernel logged %d seccomp kills on this host during the run)", strings.Join(names, "; "), len(kills))
 }
 
-// kmsgReader reads the kernel log records written after it was opened.
-type kmsgReader struct{ f *os.File }
+// kmsgReader reads the kernel log records written after it was opened. It
+// keeps the raw non-blocking descriptor: an os.File would make it blocking
+// (Fd), and the last read must end with EAGAIN, not wait for a record.
+type kmsgReader struct{ fd int }
 
-// openKmsg opens /dev/kmsg positioned at its end; a nil file (no kmsg, not
-// root) just reports no kills.
+// openKmsg opens /dev/kmsg positioned at its end; without it (fd -1: no
+// kmsg, not root) the reader just reports no kills.
 func openKmsg() kmsgReader {
 	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return kmsgReader{}
+		return kmsgReader{fd: -1}
 	}
 	if _, err := unix.Seek(fd, 0, io.SeekEnd); err != nil {
 		unix.Close(fd)
-		return kmsgReader{}
+		return kmsgReader{fd: -1}
 	}
-	return kmsgReader{f: os.NewFile(uintptr(fd), "/dev/kmsg")}
+	return kmsgReader{fd: fd}
 }
 
 var (
@@ -425,14 +427,14 @@ var (
 // seccompKills reads the records since openKmsg and returns the seccomp
 // kills among them (SIGSYS), then closes the reader.
 func (k kmsgReader) seccompKills() []seccompKill {
-	if k.f == nil {
+	if k.fd < 0 {
 		return nil
 	}
-	defer k.f.Close()
+	defer unix.Close(k.fd)
 	var kills []seccompKill
 	buf := make([]byte, 8192)
 	for {
-		n, err := unix.Read(int(k.f.Fd()), buf)
+		n, err := unix.Read(k.fd, buf)
 		if err == unix.EPIPE { // records were overwritten: go on with the next
 			continue
 		}
