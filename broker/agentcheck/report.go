@@ -1,7 +1,6 @@
 package agentcheck
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -92,20 +91,12 @@ func (rep *Report) computeOK() {
 }
 
 // ExitCode is the process exit status for the report: 0 when it passes, 1 otherwise.
-func (rep *Report) ExitCode() int {
-	if rep.OK {
-		return 0
-	}
-	return 1
-}
+func (rep *Report) ExitCode() int { return verify.ExitCode(rep.OK) }
 
 // WriteJSON writes the versioned JSON report.
 func (rep *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("agentcheck: write report: %w", err)
+	if err := verify.WriteReportJSON(w, rep); err != nil {
+		return fmt.Errorf("agentcheck: %w", err)
 	}
 	return nil
 }

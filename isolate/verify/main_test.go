@@ -1,16 +1,13 @@
 package verify
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/awf-project/awf/isolate/direct"
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 func init() {
@@ -35,18 +32,12 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "verify tests must run as root: they build real sandboxes and read filters with ptrace")
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "awf-verify-rootfs-")
+	root, err := isolatetest.BuildRootFS("awf-verify-rootfs-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	testRootFS = filepath.Join(dir, "root")
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS}); err != nil {
-		fmt.Fprintln(os.Stderr, "build test rootfs:", err)
-		return 1
-	}
+	defer root.Remove()
+	testRootFS = root.Dir
 	return m.Run()
 }

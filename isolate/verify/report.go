@@ -96,8 +96,12 @@ func (rep *Report) computeOK() {
 }
 
 // ExitCode is the process exit status for the report: 0 when it passes, 1 otherwise.
-func (rep *Report) ExitCode() int {
-	if rep.OK {
+func (rep *Report) ExitCode() int { return ExitCode(rep.OK) }
+
+// ExitCode is the process exit status of a report that passes when ok:
+// 0, or 1. verify's and the agent battery's reports both exit by it.
+func ExitCode(ok bool) int {
+	if ok {
 		return 0
 	}
 	return 1
@@ -105,11 +109,21 @@ func (rep *Report) ExitCode() int {
 
 // WriteJSON writes the versioned JSON report.
 func (rep *Report) WriteJSON(w io.Writer) error {
+	if err := WriteReportJSON(w, rep); err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	return nil
+}
+
+// WriteReportJSON writes a report as indented JSON, with HTML characters
+// left as they are: the one JSON form of verify's and the agent battery's
+// reports.
+func WriteReportJSON(w io.Writer, rep any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("verify: write report: %w", err)
+		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
 }
