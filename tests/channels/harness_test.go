@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -137,8 +136,7 @@ func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 	require.NoError(t, err)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	fixture.KillGroupOnCancel(cmd)
 	require.NoError(t, cmd.Start())
 	var reps []report
 	var other []string
@@ -165,22 +163,9 @@ func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 	}
 	_ = stdin.Close()
 	err = cmd.Wait()
-	keepArchive(t, stderr.String())
+	fixture.RemoveArchive(t, stderr.String())
 	require.NoError(t, err, "awf run: %s\nagent output: %s", stderr.String(), strings.Join(other, "\n"))
 	return reps
-}
-
-// keepArchive removes, at the end of the test, the audit archive awf kept.
-func keepArchive(t *testing.T, stderr string) {
-	const marker = "audit log kept in "
-	for _, l := range strings.Split(stderr, "\n") {
-		if i := strings.Index(l, marker); i >= 0 {
-			dir := strings.TrimSpace(l[i+len(marker):])
-			if strings.HasPrefix(dir, "/var/log/awf/") {
-				t.Cleanup(func() { os.RemoveAll(dir) })
-			}
-		}
-	}
 }
 
 // evictFile drops every page of path from the host page cache, as memory

@@ -74,8 +74,7 @@ func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
 	cmd.Env = append(baseEnv(), extraEnv...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	fixture.KillGroupOnCancel(cmd)
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -89,17 +88,7 @@ func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
 
 // removeArchive removes, at the end of the test, the audit archive that awf
 // reported keeping.
-func removeArchive(t *testing.T, stderr string) {
-	const marker = "audit log kept in "
-	for _, l := range strings.Split(stderr, "\n") {
-		if i := strings.Index(l, marker); i >= 0 {
-			dir := strings.TrimSpace(l[i+len(marker):])
-			if strings.HasPrefix(dir, "/var/log/awf/") {
-				t.Cleanup(func() { os.RemoveAll(dir) })
-			}
-		}
-	}
-}
+func removeArchive(t *testing.T, stderr string) { fixture.RemoveArchive(t, stderr) }
 
 func baseEnv() []string { return fixture.BaseEnv() }
 
