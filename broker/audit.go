@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"time"
@@ -177,14 +179,72 @@ func truncateUTF8(s string, n int) string {
 	return s
 }
 
+// Telemetry lifecycle classes and capability states: the seed's sets. A
+// bounded-agent job's class is ClassInvocation where a query's is
+// ClassQuery (KindClass).
+const (
+	ClassPreflight  = "preflight"
+	ClassStartup    = "startup"
+	ClassQuery      = "query"
+	ClassInvocation = "invocation"
+	ClassCleanup    = "cleanup"
+
+	StateSupported   = "supported"
+	StateUnavailable = "unavailable"
+	StateBlocked     = "blocked"
+)
+
+// CategoryUnknown stands in for a category that is not a short lower-case
+// label, so that no free text (a path, a repository name) reaches telemetry.
+const CategoryUnknown = "unknown"
+
+var telemetryCategory = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// NewTelemetry returns the record for one event. A class or state outside
+// the seed's sets, and a backend or category that is not a short lower-case
+// label, becomes CategoryUnknown: the record always has exactly its five
+// fields and never carries free text.
+func NewTelemetry(primary, query, class, state, category string) Telemetry {
+	label := func(s string) string {
+		if telemetryCategory.MatchString(s) {
+			return s
+		}
+		return CategoryUnknown
+	}
+	switch class {
+	case ClassPreflight, ClassStartup, ClassQuery, ClassInvocation, ClassCleanup:
+	default:
+		class = CategoryUnknown
+	}
+	switch state {
+	case StateSupported, StateUnavailable, StateBlocked:
+	default:
+		state = CategoryUnknown
+	}
+	return Telemetry{label(primary), label(query), class, state, label(category)}
+}
+
+// WriteTelemetry writes one record as a JSON line to w: how host preflight
+// logs the record before (or without) a run's protected telemetry file.
+func WriteTelemetry(w io.Writer, t Telemetry) error {
+	line, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	if _, err := w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	return nil
+}
+
 // Telemetry is the narrow runtime telemetry record: backends, lifecycle
 // class, capability state and a category. It never holds repository names,
 // scripts, outputs, paths or credentials.
 type Telemetry struct {
 	PrimaryBackend  string `json:"primaryBackend"`
 	QueryBackend    string `json:"queryBackend"`
-	LifecycleClass  string `json:"lifecycleClass"`  // preflight, startup, query, cleanup
-	CapabilityState string `json:"capabilityState"` // supported, unavailable, blocked
+	LifecycleClass  string `json:"lifecycleClass"`  // ClassPreflight … ClassCleanup
+	CapabilityState string `json:"capabilityState"` // StateSupported, StateUnavailable, StateBlocked
 	Category        string `json:"category"`
 }
 
@@ -210,13 +270,11 @@ func (t *TelemetryLog) Emit(class, state, category string) {
 	if t == nil {
 		return
 	}
-	line, err := json.Marshal(Telemetry{t.primary, t.backend, class, state, category})
-	if err != nil {
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, _ = t.f.Write(append(line, '\n'))
+	if err := WriteTelemetry(t.f, NewTelemetry(t.primary, t.backend, class, state, category)); err != nil {
+		fmt.Fprintf(os.Stderr, "awf broker: %v\n", err)
+	}
 }
 
 // Close closes the log.

@@ -155,6 +155,7 @@ func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
 	if b.used >= b.o.MaxInvocations {
 		b.mu.Unlock()
 		b.o.Audit.Failure(IDBudget, ReasonCountExhausted, fmt.Sprintf("maxInvocations=%d", b.o.MaxInvocations))
+		b.emit(ReasonCountExhausted)
 		return b.errBody
 	}
 	b.used++
@@ -175,6 +176,12 @@ func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
 		return b.errBody
 	}
 	return body
+}
+
+// emit writes the telemetry record of one answered job of the broker's
+// kind: every kind shares it, with the kind's class (KindClass).
+func (b *Broker) emit(category string) {
+	b.o.Telemetry.Emit(KindClass(b.o.Kind), StateSupported, category)
 }
 
 // Used returns how many requests have been counted.
@@ -208,20 +215,20 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 			a.Failure(IDFraming, reason, ferr.Error())
 		}
 		a.Failure(id, ReasonInvalidRequest, ferr.Error())
-		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonInvalidRequest)
+		b.emit(ReasonInvalidRequest)
 		return b.errBody, nil
 	}
 	key := strings.ToLower(task.Repo())
 	seed, ok := b.seeds[key]
 	if !ok {
 		a.Failure(id, ReasonRepoNotAllowed, "repo="+key)
-		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonRepoNotAllowed)
+		b.emit(ReasonRepoNotAllowed)
 		return b.errBody, nil
 	}
 	charge := task.ChargeBits()
 	if !b.ledger.TryDebit(key, charge) {
 		a.Failure(id, ReasonBudgetExhausted, fmt.Sprintf("repo=%s charge=%d", key, charge))
-		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", ReasonBudgetExhausted)
+		b.emit(ReasonBudgetExhausted)
 		return b.errBody, nil
 	}
 
@@ -267,12 +274,12 @@ func (b *Broker) execute(ctx context.Context, r *Request) (body []byte, err erro
 		rec.Kind = "invocation"
 		rec.Outcome = ""
 		a.Write(rec)
-		b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", "success")
+		b.emit("success")
 		return result, nil
 	}
 	rec.Kind, rec.Reason, rec.Detail = "failure", reason, detail
 	a.Write(rec)
-	b.o.Telemetry.Emit(b.o.Kind.Name(), "supported", reason)
+	b.emit(reason)
 	return b.errBody, nil
 }
 

@@ -124,3 +124,22 @@ func frame(k JobKind, r *Request) (Task, string, error) {
 	}
 	return t, "", nil
 }
+
+// ClassedKind is a JobKind whose jobs are not ClassQuery in telemetry.
+type ClassedKind interface {
+	JobKind
+	TelemetryClass() string
+}
+
+// KindClass returns the telemetry lifecycle class of k's jobs: its own, or
+// ClassInvocation for bounded agents (the seed's class for them), or
+// ClassQuery for every other kind (bounded queries, sealed probes).
+func KindClass(k JobKind) string {
+	if c, ok := k.(ClassedKind); ok {
+		return c.TelemetryClass()
+	}
+	if _, ok := k.(*AgentKind); ok {
+		return ClassInvocation
+	}
+	return ClassQuery
+}

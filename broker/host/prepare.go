@@ -44,6 +44,9 @@ type Options struct {
 	// RunID is the run's id ("" = a new one): awf run picks it first so
 	// that its watchdog knows the run before anything of it exists.
 	RunID string
+	// PrimaryBackend is where the agent runs (PrimaryHost, the default, or
+	// PrimaryExternal), for telemetry.
+	PrimaryBackend string
 }
 
 // Run is a prepared run: staged seeds, written skill and spec, held lock.
@@ -72,6 +75,7 @@ func (r *Run) AgentHide() []string { return slices.Clone(r.agentHide) }
 // cgroup. On failure it leaves nothing behind.
 func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	bq, probeOnly := probeOnlyFrame(o.Config)
+	defer func() { preflightTelemetry(o, bq.Runtime, r, err) }()
 	pf := func(format string, args ...any) error {
 		return fmt.Errorf("preflight: "+format, args...)
 	}
@@ -119,13 +123,13 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 			return nil, pf("%v", err)
 		}
 		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
-			return nil, pf("Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)
+			return nil, pf("%w", runtimeUnavailable{fmt.Errorf("Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)})
 		}
 		dockerSocket = sock
 	}
 	if bq.Runtime == "gvisor" && bq.RunscPath == "" {
 		if _, err := exec.LookPath("runsc"); err != nil {
-			return nil, pf("runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")
+			return nil, pf("%w", runtimeUnavailable{errors.New("runtime gvisor: runsc is not available; no fallback (install runsc or set boundedQueries.runscPath)")})
 		}
 	}
 	runID := o.RunID
@@ -175,7 +179,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		Layout: l, Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: dockerSocket,
 		CgroupParent: "awf", RootFS: rfs, RootFSDigest: digest, MemoryBytes: bq.MemoryBytes,
 		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations,
-		SocketUID: agent.UID, SocketGID: agent.GID,
+		SocketUID: agent.UID, SocketGID: agent.GID, PrimaryBackend: o.PrimaryBackend,
 	}
 	if spec.AgentCgroup, err = PlanAgentCgroup(l.RunID, spec.CgroupParent); err != nil {
 		return r, pf("%v", err)
@@ -191,7 +195,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		}
 	}
 	if err := probeRuntime(ctx, spec); err != nil {
-		return r, pf("%v", err)
+		return r, pf("%w", err)
 	}
 	if agentsRunning(o.Config) {
 		if err := probeEnclaveRuntime(ctx, spec, o.Config.BoundedAgents); err != nil {
@@ -300,13 +304,13 @@ func resolveRootFS(ctx context.Context, pinned *config.RootFS, cache string, pro
 func probeRuntime(ctx context.Context, s Spec) error {
 	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
 	if err != nil {
-		return fmt.Errorf("runtime %s: %w", s.Runtime, err)
+		return runtimeUnavailable{fmt.Errorf("runtime %s: %w", s.Runtime, err)}
 	}
 	defer rt.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := rt.Probe(pctx); err != nil {
-		return fmt.Errorf("runtime %s cannot enforce every control here; no fallback: %w", s.Runtime, err)
+		return runtimeUnavailable{fmt.Errorf("runtime %s cannot enforce every control here; no fallback: %w", s.Runtime, err)}
 	}
 	return nil
 }

@@ -8,19 +8,91 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/isolate/sbx"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/rootfs"
 	"github.com/awf-project/awf/staging"
 )
 
-// PrimaryBackend names how the agent itself runs, for telemetry.
-const PrimaryBackend = "host"
+// Where the primary agent runs, for telemetry (Spec.PrimaryBackend).
+const (
+	// PrimaryHost is an agent awf run starts as a host process in its own
+	// namespaces and cgroup (verify.AgentRuntimes' "host").
+	PrimaryHost = "host"
+	// PrimaryExternal is an agent the operator starts outside awf, beside
+	// awf broker: awf cannot say what runs it.
+	PrimaryExternal = "external"
+)
+
+// primaryBackend returns s's primary backend.
+func primaryBackend(s Spec) string {
+	if s.PrimaryBackend == "" {
+		return PrimaryHost
+	}
+	return s.PrimaryBackend
+}
+
+// runtimeUnavailable marks a preflight error that is the query runtime's:
+// absent, unreachable, or failing its probe.
+type runtimeUnavailable struct{ err error }
+
+func (e runtimeUnavailable) Error() string { return e.err.Error() }
+func (e runtimeUnavailable) Unwrap() error { return e.err }
+
+// preflightTelemetry records Prepare's result. A run that passed preflight
+// gets its record in the run's protected telemetry file (archived with the
+// audit log). A failed one has no file to keep it (Prepare removes the
+// private root), so the record goes to the operator's log, as one line of
+// the same five fields.
+func preflightTelemetry(o Options, runtime string, r *Run, err error) {
+	primary := o.PrimaryBackend
+	if primary == "" {
+		primary = PrimaryHost
+	}
+	if err == nil {
+		if r == nil {
+			return
+		}
+		tel, terr := broker.OpenTelemetry(r.Layout.AuditDir, primary, runtime)
+		if terr != nil {
+			return
+		}
+		tel.Emit(broker.ClassPreflight, broker.StateSupported, "ready")
+		tel.Close()
+		return
+	}
+	class, state, category := broker.ClassPreflight, broker.StateUnavailable, "preflight-failed"
+	var ru runtimeUnavailable
+	switch {
+	case errors.As(err, &ru):
+		state, category = runtimeState(ru.err)
+	case !strings.HasPrefix(err.Error(), "preflight: "):
+		// Staging and the files after it: the run was starting.
+		class, category = broker.ClassStartup, "prepare-failed"
+	}
+	if o.Progress == nil {
+		return
+	}
+	_, _ = io.WriteString(o.Progress, "awf: telemetry: ")
+	_ = broker.WriteTelemetry(o.Progress, broker.NewTelemetry(primary, runtime, class, state, category))
+}
+
+// runtimeState is the telemetry capability state of a query runtime that
+// could not be opened or probed: blocked when a security preflight refuses
+// it by design (sbx), unavailable otherwise.
+func runtimeState(err error) (state, category string) {
+	if errors.Is(err, sbx.ErrBlocked) {
+		return broker.StateBlocked, "query-security-block"
+	}
+	return broker.StateUnavailable, "query-runtime-unavailable"
+}
 
 // ShutdownGrace bounds how long a stopping broker waits for in-flight jobs.
 const ShutdownGrace = 15 * time.Second
@@ -48,16 +120,17 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		return err
 	}
 	defer audit.Close()
-	tel, err := broker.OpenTelemetry(l.AuditDir, PrimaryBackend, s.Runtime)
+	tel, err := broker.OpenTelemetry(l.AuditDir, primaryBackend(s), s.Runtime)
 	if err != nil {
 		return err
 	}
 	defer tel.Close()
-	fail := func(category string, e error) error {
+	failState := func(state, category string, e error) error {
 		audit.Lifecycle("startup-failed", e.Error())
-		tel.Emit("startup", "unavailable", category)
+		tel.Emit(broker.ClassStartup, state, category)
 		return e
 	}
+	fail := func(category string, e error) error { return failState(broker.StateUnavailable, category, e) }
 
 	// The agent must be freezable and kept off the sandboxes' CPUs before
 	// the first request; the broker itself runs on the sandbox side.
@@ -87,7 +160,13 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	}
 	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
 	if err != nil {
-		return fail("query-runtime-unavailable", err)
+		state, category := runtimeState(err)
+		return failState(state, category, err)
+	}
+	if err := rt.Usable(); err != nil {
+		rt.Close()
+		state, category := runtimeState(err)
+		return failState(state, category, err)
 	}
 	defer rt.Close()
 	if err := rt.Sweep(ctx); err != nil {
@@ -98,11 +177,11 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		defer cancel()
 		if serr := rt.Sweep(sctx); serr != nil {
 			audit.Lifecycle("shutdown-cleanup-failed", serr.Error())
-			tel.Emit("cleanup", "supported", "cleanup-failed")
+			tel.Emit(broker.ClassCleanup, broker.StateSupported, broker.ReasonCleanupFailed)
 			err = errors.Join(err, serr)
 			return
 		}
-		tel.Emit("cleanup", "supported", "swept")
+		tel.Emit(broker.ClassCleanup, broker.StateSupported, "swept")
 	}()
 
 	limits := isolate.DefaultLimits()
@@ -181,7 +260,7 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	go func() { served <- srv.Serve(ln) }()
 	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s ingress=unix maxInvocations=%d uid=%s",
 		l.Socket, len(bs), s.Runtime, s.MaxInvocations, strconv.Itoa(s.SocketUID)))
-	tel.Emit("startup", "supported", "ready")
+	tel.Emit(broker.ClassStartup, broker.StateSupported, "ready")
 	if ready != nil {
 		_, _ = io.WriteString(ready, "ready\n")
 		ready.Close()

@@ -26,6 +26,9 @@ type Spec struct {
 	// metered queries, and the run's CPU split (the broker and the sandboxes
 	// take CPUs.Sandbox).
 	AgentCgroup AgentCgroup
+	// PrimaryBackend is where the agent runs, for telemetry: PrimaryHost
+	// under awf run, PrimaryExternal under awf broker ("" = PrimaryHost).
+	PrimaryBackend string `json:",omitempty"`
 	// Kind is "" for a bounded-query run, KindProbe for a probe-only one.
 	Kind string `json:",omitempty"`
 	// Probe is the sealed-probe broker's part (probe.go); nil when

@@ -67,7 +67,7 @@ func cmdBroker(ctx context.Context, e env) int {
 		return 1
 	}
 	r, err := host.Prepare(ctx, host.Options{
-		Config: cfg, Getenv: getenv, Progress: e.stderr,
+		Config: cfg, Getenv: getenv, Progress: e.stderr, PrimaryBackend: host.PrimaryExternal,
 		CLIBinary: filepath.Join(filepath.Dir(exe), "bounded-query"),
 	})
 	token = ""
