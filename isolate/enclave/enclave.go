@@ -105,8 +105,13 @@ var (
 	routerAddr6    = netip.MustParseAddr("fd00:78::1")
 )
 
-// namePattern keeps names safe in paths and cgroup names.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+// namePattern keeps names safe in paths and cgroup names. A run ID has no
+// '.', which separates it from the invocation's name in every resource's
+// name (Prefix + run + "." + name), so that Sweep can tell runs apart.
+var (
+	namePattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+)
 
 // Enclave is the network of one invocation. Close removes all of it.
 type Enclave struct {
@@ -131,13 +136,13 @@ type Enclave struct {
 // Confine, once the backend knows the job's first process. On failure
 // everything created is removed.
 func New(ctx context.Context, o Options) (_ *Enclave, err error) {
-	if !namePattern.MatchString(o.RunID) || !namePattern.MatchString(o.Name) {
+	if !runIDPattern.MatchString(o.RunID) || !namePattern.MatchString(o.Name) {
 		return nil, fmt.Errorf("enclave: run %q or name %q is not a plain name", o.RunID, o.Name)
 	}
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
-	base := Prefix + o.RunID + "-" + o.Name
+	base := Prefix + o.RunID + "." + o.Name
 	e := &Enclave{
 		base: base, netNS: filepath.Join(NetNSDir, base+"-e"), proxyNS: filepath.Join(NetNSDir, base+"-p"),
 		proxy: netip.AddrPortFrom(ProxyAddr, o.Port), weaken: o.Weaken, cgroups: map[string]bool{},

@@ -209,9 +209,28 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	_, err = e.OwnCgroup()
 	require.NoError(t, err)
 	defer e.Close()
+	live, err := New(ctx, Options{RunID: "other-live", Name: fmt.Sprint(os.Getpid())})
+	require.NoError(t, err)
+	defer func() {
+		assert.NoError(t, live.Close())
+		assert.Empty(t, Resources("other-live"))
+	}()
 	require.NotEmpty(t, Resources("crashed"))
-	require.NoError(t, Sweep(ctx, "live-run"))
+	require.NoError(t, SweepRuns(ctx, func(run string) bool { return run == "live-run" || run == "other-live" }))
 	assert.Empty(t, Resources("crashed"))
+	assert.Len(t, Resources("other-live"), 2, "a live run's enclave was swept")
+}
+
+// TestRunIDsAreSeparable: a run ID cannot hold the separator, so one run's
+// sweep never mistakes another run's resources for its own.
+func TestRunIDsAreSeparable(t *testing.T) {
+	_, err := New(context.Background(), Options{RunID: "a.b", Name: "x"})
+	require.Error(t, err)
+	run, ok := runOf(Prefix + "verify-12ab.probe-e")
+	assert.True(t, ok)
+	assert.Equal(t, "verify-12ab", run)
+	_, ok = runOf("awf-other")
+	assert.False(t, ok)
 }
 
 // TestClassicTCFilterAlone runs the link filter alone as a tc clsact
@@ -272,13 +291,13 @@ func TestVsockNeedsThePolicy(t *testing.T) {
 // is left alone.
 func TestFailedNewRemovesWhatItMade(t *testing.T) {
 	run := fmt.Sprintf("test%d", os.Getpid())
-	taken := filepath.Join(NetNSDir, Prefix+run+"-taken-p")
+	taken := filepath.Join(NetNSDir, Prefix+run+".taken-p")
 	require.NoError(t, os.MkdirAll(NetNSDir, 0o755))
 	require.NoError(t, os.WriteFile(taken, nil, 0o444))
 	defer os.Remove(taken)
 	_, err := New(context.Background(), Options{RunID: run, Name: "taken"})
 	require.Error(t, err)
-	_, err = os.Stat(filepath.Join(NetNSDir, Prefix+run+"-taken-e"))
+	_, err = os.Stat(filepath.Join(NetNSDir, Prefix+run+".taken-e"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the enclave's namespace was left behind")
 	_, err = os.Stat(taken)
 	assert.NoError(t, err, "a file New did not create was removed")

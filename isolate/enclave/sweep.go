@@ -10,14 +10,22 @@ import (
 )
 
 // Sweep removes what enclaves of runs other than liveRunID left behind (a
-// crashed broker): their namespaces in NetNSDir, with the links in them,
-// and their cgroups in the cgroup v2 tree. Hooks and filters need no
-// sweep: they are links held by descriptors, which died with the broker,
-// and a filter goes with its interface. A cgroup that still has a process
-// is reported, not forced: the backend's own sweep kills sandboxes first.
+// crashed broker): SweepRuns with only liveRunID alive.
 func Sweep(ctx context.Context, liveRunID string) error {
+	return SweepRuns(ctx, func(run string) bool { return run == liveRunID })
+}
+
+// SweepRuns removes the enclave resources of every run for which live
+// returns false: their namespaces in NetNSDir, with the links in them, and
+// their cgroups in the cgroup v2 tree. Hooks and filters need no sweep:
+// they are links held by descriptors, which died with the broker, or
+// filters that go with their interface. A cgroup that still has a process
+// is reported, not forced: the backend's own sweep kills sandboxes first.
+// A host may run several brokers: live must answer true for each of them.
+func SweepRuns(ctx context.Context, live func(runID string) bool) error {
 	keep := func(name string) bool {
-		return !strings.HasPrefix(name, Prefix) || (liveRunID != "" && strings.HasPrefix(name, Prefix+liveRunID+"-"))
+		run, ok := runOf(name)
+		return !ok || live(run)
 	}
 	var errs []error
 	ents, err := os.ReadDir(NetNSDir)
@@ -60,12 +68,23 @@ func Sweep(ctx context.Context, liveRunID string) error {
 	return nil
 }
 
+// runOf returns the run ID in a resource's name.
+func runOf(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, Prefix)
+	if !ok {
+		return "", false
+	}
+	run, _, ok := strings.Cut(rest, ".")
+	return run, ok && run != ""
+}
+
 // Leftovers lists the enclave resources of runs other than liveRunID that
-// exist now (for tests and verify's leftover check).
+// exist now ("" = of every run), for tests and verify's leftover check.
 func Leftovers(liveRunID string) []string {
 	var out []string
 	match := func(name string) bool {
-		return strings.HasPrefix(name, Prefix) && (liveRunID == "" || !strings.HasPrefix(name, Prefix+liveRunID+"-"))
+		run, ok := runOf(name)
+		return ok && (liveRunID == "" || run != liveRunID)
 	}
 	ents, _ := os.ReadDir(NetNSDir)
 	for _, ent := range ents {
@@ -88,7 +107,7 @@ func Leftovers(liveRunID string) []string {
 func Resources(runID string) []string {
 	var out []string
 	for _, p := range Leftovers("") {
-		if strings.HasPrefix(filepath.Base(p), Prefix+runID+"-") {
+		if run, _ := runOf(filepath.Base(p)); run == runID {
 			out = append(out, p)
 		}
 	}
