@@ -37,6 +37,8 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
                          [--json] [--rootfs DIR [--digest D]] [--policy FILE]
                          [--cgroup-parent NAME] [--progress]
        awf isolate verify --enclave [--runtime NAME]... [--enclave-probe PATH] [--json]
+       awf isolate verify --timing [--timing-n N] [--runtime NAME]... [--json] [--progress]
+                         [--rootfs DIR [--digest D]] [--policy FILE]
 
 Checks this host (kernel, cgroup mode, overlayfs, seccomp, openat2, user
 namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
@@ -65,6 +67,15 @@ place the agent must not see, and runs a battery of probes inside it as an
 unprivileged agent user (--agent-user, default: a throwaway system user),
 once per agent.network mode (default: host and none), while a direct
 sandbox starts 1,000 threads. Exits 0 only when no probe FAILs.
+
+With --timing it runs the timing self-test instead: N fast and N slow
+scripts (default N 20, about 45 s on direct) that fall in the same bucket,
+in random order, through a real broker over its Unix socket. It compares
+the response times the client sees with a two-sample Kolmogorov-Smirnov
+test, counts the responses outside the bucket (early, overrun, late wake)
+and reports the host's wake-up jitter. It fails when the client tells the
+classes apart, when any response leaves the bucket, or when the classes do
+not differ inside the broker (the check has no power). docs/verify.md.
 `
 
 // listFlag is a repeatable flag that also accepts comma-separated values.
@@ -150,6 +161,8 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	agentUser := fs.String("agent-user", "", "with --agent: the agent user (default: a throwaway system user)")
 	enclave := fs.Bool("enclave", false, "run the bounded-agent network probes from inside a real enclave")
 	enclaveProbe := fs.String("enclave-probe", "", "with --enclave: the static enclave-probe binary (default: next to awf)")
+	timing := fs.Bool("timing", false, "run the timing self-test through a real broker")
+	timingN := fs.Int("timing-n", 0, "with --timing: requests per class (default 20)")
 	if err := fs.Parse(spreadValues(e.args, "runtime", "require", "agent-network")); err != nil {
 		return 2
 	}
@@ -209,6 +222,11 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 			return fail("root filesystem: %v", err)
 		}
 		rootDigest = d
+	}
+	if *timing {
+		return runTimingVerify(ctx, e, timingVerify{runtimes: names, required: required, n: *timingN, asJSON: *format == "json",
+			progress: *progress, rootfs: root, policy: pol,
+			host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: timingDockerSocket(*dockerSock)}})
 	}
 	if *agent {
 		return runAgentVerify(ctx, e, agentVerify{networks: agentNets, user: *agentUser, cgroupParent: *cgroupParent, asJSON: *asJSON, progress: *progress}, root, pol)
