@@ -42,6 +42,9 @@ echo "fresh_host.sh: $(. "$tree/etc/os-release" && echo "$PRETTY_NAME"), awf $(g
 
 unshare --mount --propagation private -- bash -euo pipefail -c '
   tree=$1; shift
+  # The tree is its own mount, as / is on a real host: awf makes the agent
+  # view'"'"'s mounts private starting at /, which needs / to be a mount point.
+  mount --bind "$tree" "$tree"
   mount -t proc proc "$tree/proc"
   mount --rbind /sys "$tree/sys"
   mount --rbind /dev "$tree/dev"
