@@ -21,8 +21,8 @@ import (
 //     connect4 admits only the proxy's address and port, and connect6,
 //     sendmsg4 and sendmsg6 refuse everything. They act on the host
 //     kernel's sockets, so they cover the direct backend.
-//   - an ingress program on the proxy end of the link (tcx on Linux 6.6 and
-//     later, else a tc clsact ingress filter): every frame from the
+//   - a tc clsact ingress filter on the proxy end of the link: every frame
+//     from the
 //     enclave is dropped unless it is ARP, which the link needs, or an
 //     unfragmented IPv4 TCP segment from the enclave's address to the
 //     proxy's address and port. It sees frames, not sockets, so it also
@@ -33,8 +33,8 @@ import (
 const (
 	cgroupAllow = 1
 	cgroupDeny  = 0
-	tcxPass     = 0 // TCX_PASS
-	tcxDrop     = 2 // TCX_DROP
+	tcPass      = 0 // TC_ACT_OK
+	tcDrop      = 2 // TC_ACT_SHOT
 )
 
 // Offsets in the contexts the kernel gives the programs (uapi/linux/bpf.h).
@@ -150,9 +150,9 @@ func linkIngress(src netip.Addr, proxy netip.AddrPort) asm.Instructions {
 		asm.JNE.Imm32(asm.R5, be32(proxy.Addr()), "drop"),
 		asm.LoadMem(asm.R5, asm.R2, tcpDport, asm.Half),
 		asm.JNE.Imm32(asm.R5, be16(proxy.Port()), "drop"),
-		asm.Mov.Imm(asm.R0, tcxPass).WithSymbol("pass"),
+		asm.Mov.Imm(asm.R0, tcPass).WithSymbol("pass"),
 		asm.Return(),
-		asm.Mov.Imm(asm.R0, tcxDrop).WithSymbol("drop"),
+		asm.Mov.Imm(asm.R0, tcDrop).WithSymbol("drop"),
 		asm.Return(),
 	}
 }
@@ -217,43 +217,27 @@ func attachCgroup(dir string, proxy netip.AddrPort) ([]link.Link, error) {
 }
 
 // attachLinkIngress loads the link program and attaches it to the ingress
-// of interface ifindex in the namespace at nsPath: as a tcx link where the
-// kernel has tcx (Linux 6.6 and later), else as a direct-action bpf filter
-// on a clsact qdisc (the classic tc ingress hook, Linux 4.5 and later). A
-// filter is no link: it goes with its interface, which Close deletes, and
-// the returned link is nil.
-func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.AddrPort, classic bool) (link.Link, error) {
+// of interface ifindex in the namespace at nsPath as a direct-action bpf
+// filter on a clsact qdisc (tc's ingress hook, Linux 4.5 and later). A
+// filter is not a link: it lives as long as its interface, so nothing has
+// to be detached, and it ends with the namespace. (A tcx link, Linux 6.6,
+// costs about 10 ms to attach and as much to detach, for the same hook.)
+func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.AddrPort) error {
 	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachNone, linkIngress(src, proxy))
 	if err != nil {
-		return nil, err
+		return err
 	}
+	// The filter holds its own reference to the program.
 	defer p.Close()
-	var l link.Link
-	err = ebpf.ErrNotSupported
-	if !classic {
-		err = InNetNS(nsPath, func() error {
-			var err error
-			// The interface index is resolved in the calling thread's namespace.
-			l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: p, Attach: ebpf.AttachTCXIngress})
-			return err
-		})
-	}
-	if err == nil {
-		return l, nil
-	}
-	if !errors.Is(err, ebpf.ErrNotSupported) {
-		return nil, fmt.Errorf("attach link filter: %w", err)
-	}
 	if err := clsactIngress(nsPath, ifindex, p); err != nil {
-		return nil, fmt.Errorf("attach link filter (tc): %w", err)
+		return fmt.Errorf("attach link filter: %w", err)
 	}
-	return nil, nil
+	return nil
 }
 
 // clsactIngress adds a clsact qdisc to interface ifindex in the namespace
 // at nsPath and the program as its one ingress filter, in direct-action
-// mode (its return value is the verdict: TC_ACT_OK or TC_ACT_SHOT, the
-// values tcx uses too).
+// mode (its return value is the verdict: TC_ACT_OK or TC_ACT_SHOT).
 func clsactIngress(nsPath string, ifindex int, p *ebpf.Program) error {
 	h, ns, err := handle(nsPath)
 	if err != nil {

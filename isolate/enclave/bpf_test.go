@@ -47,20 +47,20 @@ func TestLinkFilterVerdicts(t *testing.T) {
 		pkt  []byte
 		want uint32
 	}{
-		{"tcp to the proxy", ok(), tcxPass},
-		{"arp", arp, tcxPass},
-		{"tcp to another port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort+1), tcxDrop},
-		{"udp to the proxy's port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_UDP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"icmp", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_ICMP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"tcp to another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, NeighbourAddr, DefaultPort), tcxDrop},
-		{"tcp from another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, NeighbourAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"ip options", frame(unix.ETH_P_IP, 0x46, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"first fragment", frame(unix.ETH_P_IP, 0x45, 0x2000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"later fragment", frame(unix.ETH_P_IP, 0x45, 0x0001, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"don't fragment is fine", frame(unix.ETH_P_IP, 0x45, 0x4000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxPass},
-		{"ipv6", frame(unix.ETH_P_IPV6, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"vlan", frame(unix.ETH_P_8021Q, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcxDrop},
-		{"truncated tcp header", ok()[:40], tcxDrop},
+		{"tcp to the proxy", ok(), tcPass},
+		{"arp", arp, tcPass},
+		{"tcp to another port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort+1), tcDrop},
+		{"udp to the proxy's port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_UDP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"icmp", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_ICMP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"tcp to another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, NeighbourAddr, DefaultPort), tcDrop},
+		{"tcp from another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, NeighbourAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"ip options", frame(unix.ETH_P_IP, 0x46, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"first fragment", frame(unix.ETH_P_IP, 0x45, 0x2000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"later fragment", frame(unix.ETH_P_IP, 0x45, 0x0001, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"don't fragment is fine", frame(unix.ETH_P_IP, 0x45, 0x4000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcPass},
+		{"ipv6", frame(unix.ETH_P_IPV6, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"vlan", frame(unix.ETH_P_8021Q, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"truncated tcp header", ok()[:40], tcDrop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := p.Run(&ebpf.RunOptions{Data: tc.pkt})

@@ -12,7 +12,7 @@
 // never enters it (apiproxy.SendListener).
 //
 // Layer two is eBPF (see bpf.go): cgroup socket hooks on the enclave's
-// cgroup, and a tcx ingress program on the proxy end of the link. Either
+// cgroup, and a tc ingress filter on the proxy end of the link. Either
 // layer alone leaves nothing reachable but the proxy's address and port;
 // the seccomp policy of the loop is a third control that refuses raw,
 // packet, netlink and vsock sockets outright.
@@ -27,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf/link"
@@ -76,9 +75,6 @@ type Options struct {
 	// layer alone blocks everything but the proxy; nothing reachable from
 	// configuration or from a request may set it.
 	Weaken Weakening
-	// classicTC attaches the link filter as a tc clsact filter even where
-	// tcx exists, so that tests cover the older kernels' path.
-	classicTC bool
 }
 
 // Weakening lists the layers tests may remove. The zero value removes
@@ -187,12 +183,8 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr, e.proxy, o.classicTC)
-		if err != nil {
+		if err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr, e.proxy); err != nil {
 			return nil, err
-		}
-		if l != nil {
-			e.links = append(e.links, l)
 		}
 	}
 	return e, nil
@@ -476,8 +468,9 @@ func (e *Enclave) attachLocked(dir string) error {
 
 // Close removes everything the enclave created: the hooks and filter, the
 // listener, the namespaces (and with them the links) and its cgroup. It is
-// safe to call more than once. The sandbox must be gone first: a cgroup
-// with a process in it cannot be removed.
+// safe to call more than once. The sandbox must be gone first, and the API
+// proxy's copy of the listener closed: a cgroup with a process in it cannot
+// be removed, and a namespace lives while a socket in it does.
 func (e *Enclave) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -499,11 +492,12 @@ func (e *Enclave) Close() error {
 			e.ownCgroup = ""
 		}
 	}
-	// Deleting the proxy end's links removes both ends at once, even if a
-	// copy of a namespace's mount elsewhere keeps the namespace alive.
-	if slices.Contains(e.made, e.proxyNS) {
-		errs = append(errs, deleteLinks(e.proxyNS))
-	}
+	// The namespaces end, and the link with them, when their last user
+	// does: the kernel tears them down off this path (deleting the link
+	// here would wait about 25 ms for the kernel's grace periods). Their
+	// users are this enclave's mounts and listener, the API proxy's copy of
+	// the listener and its connections, which the broker takes back first,
+	// and the sandbox, which is gone.
 	for _, p := range e.made {
 		errs = append(errs, removeNetNS(p))
 	}

@@ -233,24 +233,6 @@ func TestRunIDsAreSeparable(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// TestClassicTCFilterAlone runs the link filter alone as a tc clsact
-// filter, the path of kernels without tcx (before 6.6).
-func TestClassicTCFilterAlone(t *testing.T) {
-	run := fmt.Sprintf("test%d", os.Getpid())
-	e, err := New(context.Background(), Options{RunID: run, Name: "classic", Weaken: Weakening{Routed: true, NoCgroupBPF: true}, classicTC: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, e.Close())
-		assert.Empty(t, Resources(run))
-	})
-	assert.Empty(t, e.links, "the classic filter is not a link")
-	w, err := NewWorld(e, WorldOptions{})
-	require.NoError(t, err)
-	defer w.Close()
-	res := probeChild(t, e, w)
-	assert.Empty(t, withoutVsock(Failed(w.Check(res, CheckOptions{}))), "results: %v", res)
-}
-
 // withoutVsock drops the vsock finding: no network layer can refuse vsock
 // (TestVsockNeedsThePolicy), and these probes run without a policy.
 func withoutVsock(fs []Finding) []Finding {
