@@ -22,11 +22,10 @@ import (
 //     sendmsg4 and sendmsg6 refuse everything. They act on the host
 //     kernel's sockets, so they cover the direct backend.
 //   - a tc clsact ingress filter on the proxy end of the link: every frame
-//     from the
-//     enclave is dropped unless it is ARP, which the link needs, or an
-//     unfragmented IPv4 TCP segment from the enclave's address to the
-//     proxy's address and port. It sees frames, not sockets, so it also
-//     covers gvisor, whose own network stack never calls the host's
+//     from the enclave is dropped unless it is ARP, which the link needs,
+//     or an unfragmented IPv4 TCP segment from the enclave's address to
+//     the proxy's address and port. It sees frames, not sockets, so it
+//     also covers gvisor, whose own network stack never calls the host's
 //     connect.
 
 // Return values of the programs.

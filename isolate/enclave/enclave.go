@@ -14,8 +14,10 @@
 // Layer two is eBPF (see bpf.go): cgroup socket hooks on the enclave's
 // cgroup, and a tc ingress filter on the proxy end of the link. Either
 // layer alone leaves nothing reachable but the proxy's address and port;
-// the seccomp policy of the loop is a third control that refuses raw,
-// packet, netlink and vsock sockets outright.
+// the seccomp policy of the loop is meant as a third control that refuses
+// raw, packet, netlink and vsock sockets outright (vsock, which is not
+// namespaced, only it can refuse), and is not in place yet: the policy
+// language allows no socket beyond AF_UNIX.
 package enclave
 
 import (
