@@ -7,11 +7,17 @@
 # with no go, no docker and none of awf's packages. This clones the committed
 # HEAD of this checkout into TREE/root/awf, installs make (the one package an
 # operator installs by hand, with git, before the first make) and this host's
-# local CA certificates (below), and runs
-# "make TARGET..." (default: demo) there, as root, chrooted into TREE. The chroot's mounts (proc, sys with
-# the cgroup hierarchies, dev) live in a private mount namespace, so they go
-# away with it however the run ends. TREE is changed (packages, the go cache):
-# use a throwaway copy.
+# local CA certificates (below), and runs "make TARGET..." (default: demo)
+# there, as root, chrooted into TREE. The chroot's mounts (TREE itself, proc,
+# sys with the cgroup hierarchies, dev, run, tmp) live in a private mount
+# namespace, so they go away with it however the run ends. TREE is changed
+# (packages, the go cache): use a throwaway copy.
+#
+# Example (Ubuntu's archive keys are not in Debian's keyring, hence
+# --no-check-gpg for that tree):
+#   debootstrap --variant=minbase bookworm /var/tmp/debian12 http://deb.debian.org/debian
+#   cp /etc/resolv.conf /var/tmp/debian12/etc/
+#   tests/setup/fresh_host.sh /var/tmp/debian12 demo
 set -euo pipefail
 
 [ $# -ge 1 ] || { echo "usage: fresh_host.sh TREE [TARGET...]" >&2; exit 2; }
