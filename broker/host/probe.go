@@ -24,7 +24,9 @@ import (
 // must share: one lane, so that a probe sandbox and a query sandbox never
 // run at the same time and cannot signal to each other (invariant 8); the
 // agent's freezer; and one teardown, start-up sweep and crash reclamation,
-// which already cover every resource that carries the run id.
+// which already cover every resource that carries the run id. A run with
+// only sealed probes (KindProbe) has no query broker: the probe broker is
+// the run's one broker, on its main socket, seed map and audit log.
 
 // ProbeAuditFile is the probe broker's audit log in the run's audit dir.
 const ProbeAuditFile = "sealed-probe.jsonl"
