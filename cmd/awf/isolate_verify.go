@@ -32,7 +32,7 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
                          [--rootfs DIR [--digest D]] [--policy FILE] [--private-root DIR]
                          [--state-dir DIR] [--cgroup-parent NAME] [--runsc PATH]
                          [--docker-socket PATH] [--probe ID|PREFIX/]... [--progress]
-                         [--format text|json|junit|sarif]
+                         [--format text|json|junit|sarif] [--config FILE]
        awf isolate verify --agent [--agent-network host|none]... [--agent-user NAME]
                          [--json] [--rootfs DIR [--digest D]] [--policy FILE]
                          [--cgroup-parent NAME] [--progress]
@@ -67,6 +67,13 @@ place the agent must not see, and runs a battery of probes inside it as an
 unprivileged agent user (--agent-user, default: a throwaway system user),
 once per agent.network mode (default: host and none), while a direct
 sandbox starts 1,000 threads. Exits 0 only when no probe FAILs.
+
+With --config FILE it verifies what awf run would run with FILE: the
+configured query runtime (unless --runtime is given; it is then required),
+the rootfs pin, runsc, the Docker socket and the embedded policy, and adds
+the config/ probes, which drive every configured limit (memory, pids, file
+size, descriptors, output cap, timeout) past its value and measure the CPU
+quota. The report pins the configured limits.
 
 With --timing it runs the timing self-test instead: N fast and N slow
 scripts (default N 20, about 45 s on direct) that fall in the same bucket,
@@ -161,6 +168,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	agentUser := fs.String("agent-user", "", "with --agent: the agent user (default: a throwaway system user)")
 	enclave := fs.Bool("enclave", false, "run the bounded-agent network probes from inside a real enclave")
 	enclaveProbe := fs.String("enclave-probe", "", "with --enclave: the static enclave-probe binary (default: next to awf)")
+	configFile := fs.String("config", "", "verify the runtime, limits and policy of this configuration")
 	timing := fs.Bool("timing", false, "run the timing self-test through a real broker")
 	timingN := fs.Int("timing-n", 0, "with --timing: requests per class (default 20)")
 	if err := fs.Parse(spreadValues(e.args, "runtime", "require", "agent-network")); err != nil {
@@ -182,6 +190,14 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	}
 	if !slices.Contains(verify.Formats(), *format) {
 		return fail("unknown --format %q (want %s)", *format, strings.Join(verify.Formats(), ", "))
+	}
+	var configured *isolate.Limits
+	if *configFile != "" {
+		vc, err := loadVerifyConfig(*configFile, e.stdin)
+		if err != nil {
+			return fail("config: %v", err)
+		}
+		configured = vc.apply(&rts, rootDir, digest, runsc, dockerSock)
 	}
 	names, required, err := verifyRuntimes(rts, req)
 	if err != nil {
@@ -244,7 +260,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	}
 	opts := verify.Options{
 		Runtimes: names, Required: required, RootFS: root, RootFSDigest: rootDigest, Policy: pol, PolicyFile: *policyFile,
-		PrivateRoot: *privateRoot, Probes: probes,
+		PrivateRoot: *privateRoot, Probes: probes, Configured: configured,
 		Host: isolate.HostConfig{StateDir: *stateDir, CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock,
 			SandboxCPUs: split.Sandbox},
 	}

@@ -113,7 +113,7 @@ func tree() *node {
 				values: []string{"repo", "schema", "rootfs", "digest", "policy", "wall"}, bools: []string{"show-output"}},
 			{name: "verify", summary: "check this host and run the escape battery", usage: isolateVerifyUsage, run: cmdIsolateVerify,
 				values: []string{"runtime", "require", "rootfs", "digest", "policy", "private-root", "state-dir", "cgroup-parent",
-					"runsc", "docker-socket", "probe", "agent-network", "agent-user", "format", "enclave-probe", "timing-n"},
+					"runsc", "docker-socket", "probe", "agent-network", "agent-user", "format", "enclave-probe", "timing-n", "config"},
 				bools: []string{"json", "progress", "agent", "enclave", "timing"}, internal: []string{"--agent-probes"}},
 			{name: "matrix", summary: "print the agent × query runtime matrix", usage: isolateMatrixUsage, run: cmdIsolateMatrix,
 				values: []string{"require", "docker-socket", "cgroup-parent", "runsc"}, bools: []string{"json"}},

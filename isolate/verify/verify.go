@@ -51,6 +51,9 @@ type Options struct {
 	Progress func(runtime string, r Result)
 	// Environ is the environment the host checks scan (nil = os.Environ()).
 	Environ []string
+	// Configured, when set, adds ConfiguredProbes under these limits (the
+	// operator's configuration) to the battery.
+	Configured *isolate.Limits
 }
 
 // Run checks the host and runs the battery in every requested runtime.
@@ -82,7 +85,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC().Format(time.RFC3339)}
-	rep.Pins = gatherPins(ctx, o, pol, isolate.DefaultLimits())
+	pinned := isolate.DefaultLimits()
+	if o.Configured != nil {
+		pinned = *o.Configured
+	}
+	rep.Pins = gatherPins(ctx, o, pol, pinned)
 	rep.Host, rep.Checks = CheckHost(ctx, HostOptions{
 		CgroupParent: o.Host.CgroupParent, RunscPath: o.Host.RunscPath, DockerSocket: o.Host.DockerSocket,
 		PrivateRoot: o.PrivateRoot, Environ: o.Environ, SandboxCPUs: o.Host.SandboxCPUs,
@@ -92,10 +99,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer fx.close()
-	if err := checkSelection(Battery(), o.Probes); err != nil {
+	battery := Battery()
+	if o.Configured != nil {
+		battery = append(battery, ConfiguredProbes(*o.Configured)...)
+	}
+	if err := checkSelection(battery, o.Probes); err != nil {
 		return nil, err
 	}
-	probes := selectProbes(Battery(), o.Probes)
+	probes := selectProbes(battery, o.Probes)
 	withFilter := len(o.Probes) == 0 || slices.ContainsFunc(o.Probes, func(s string) bool { return strings.HasPrefix(s, "filter/") })
 	for _, name := range o.Runtimes {
 		rr := runRuntime(ctx, name, o, pol, arch, fx, probes, withFilter)

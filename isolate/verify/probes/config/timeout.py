@@ -1,0 +1,3 @@
+step("spin")
+while True:
+    pass
