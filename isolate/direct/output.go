@@ -14,31 +14,32 @@ import (
 	"github.com/awf-project/awf/isolate"
 )
 
-// readOutput reads /query/out through the sandbox's /query dirfd without
-// following any link, crossing any mount or blocking on a fifo, and only if
-// it is a regular file of at most limit bytes.
-func readOutput(qfd int, limit int64) ([]byte, isolate.Kind, string) {
-	fd, err := unix.Openat2(qfd, filepath.Base(isolate.OutputPath), &unix.OpenHow{
+// readOutput reads path (/query/out, or an enclave's result) through the
+// sandbox's dirfd of its directory without following any link, crossing
+// any mount or blocking on a fifo, and only if it is a regular file of at
+// most limit bytes.
+func readOutput(qfd int, path string, limit int64) ([]byte, isolate.Kind, string) {
+	fd, err := unix.Openat2(qfd, filepath.Base(path), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil, isolate.KindOutputMissing, "no " + isolate.OutputPath
+		return nil, isolate.KindOutputMissing, "no " + path
 	case err != nil:
-		return nil, isolate.KindOutputInvalid, fmt.Sprintf("open %s: %v", isolate.OutputPath, err)
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("open %s: %v", path, err)
 	}
-	f := os.NewFile(uintptr(fd), isolate.OutputPath)
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, isolate.KindOutputInvalid, fmt.Sprintf("stat %s: %v", isolate.OutputPath, err)
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("stat %s: %v", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, isolate.KindOutputInvalid, fmt.Sprintf("%s is not a regular file (%v)", isolate.OutputPath, fi.Mode().Type())
+		return nil, isolate.KindOutputInvalid, fmt.Sprintf("%s is not a regular file (%v)", path, fi.Mode().Type())
 	}
 	if fi.Size() > limit {
-		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s has %d bytes, cap %d", isolate.OutputPath, fi.Size(), limit)
+		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s has %d bytes, cap %d", path, fi.Size(), limit)
 	}
 	buf := make([]byte, limit+1)
 	n := 0
@@ -50,7 +51,7 @@ func readOutput(qfd int, limit int64) ([]byte, isolate.Kind, string) {
 		}
 	}
 	if int64(n) > limit {
-		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s is over the cap of %d bytes", isolate.OutputPath, limit)
+		return nil, isolate.KindOutputTooLarge, fmt.Sprintf("%s is over the cap of %d bytes", path, limit)
 	}
 	return buf[:n], isolate.KindOK, ""
 }

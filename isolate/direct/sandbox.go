@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -55,6 +56,7 @@ type sandbox struct {
 	image  *workspace.RootImage // mounted afresh at sc.rootfs
 	view   *repoView            // lower layer of the repo overlay; nil without a repo
 	argv   []string
+	enc    *enclave.Layout // an enclave's filesystem instead of /query and /awf; nil for a query
 	ctr    *libcontainer.Container
 	proc   *libcontainer.Process
 	pid    int
@@ -76,10 +78,10 @@ type sandbox struct {
 // Prepare implements isolate.Runtime: it creates the container and starts
 // its init, which sets up every control and then waits before exec.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	return r.prepare(ctx, t, isolate.DefaultArgv)
+	return r.prepare(ctx, t, isolate.DefaultArgv, nil)
 }
 
-func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string) (*sandbox, error) {
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string, enc *enclave.Layout) (*sandbox, error) {
 	if err := r.Usable(); err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	}
 	id := fmt.Sprintf("awf-%s-%d", r.runID, r.seq.Add(1))
 	sb := &sandbox{
-		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, qfd: -1,
+		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, enc: enc, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
 		done: make(chan struct{}), released: make(chan struct{}),
 	}
@@ -214,6 +216,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if sb.enc != nil {
+		if err := renderEnclave(*sb.enc, sb.sc.root, d, cfg); err != nil {
+			return err
+		}
+	}
 	ctr, err := libcontainer.Create(sb.r.libct, sb.id, cfg)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
@@ -226,7 +233,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		// Start has no context: let it finish in the background, then tear
-		// the sandbox down. Prepare must not destroy it concurrently.
+		// the sandbox down. Prepare must not destroy it concurrently. Until
+		// then init may still run (a start stuck on an unkillable init
+		// never returns), so the runtime fails closed from now on rather
+		// than start another sandbox beside it.
+		sb.r.markBroken(fmt.Errorf("start of %s abandoned: %w", sb.id, ctx.Err()))
 		go func() {
 			if err := <-errc; err == nil {
 				_ = sb.afterStart()
@@ -293,14 +304,18 @@ func (sb *sandbox) openQuery() error {
 	// Init has finished its mounts and pivot_root and waits on the exec
 	// fifo: no untrusted code has run yet, so this path resolves inside the
 	// sandbox's own /query tmpfs. The fd keeps that tmpfs alive after exit.
-	qfd, err := unix.Open(fmt.Sprintf("/proc/%d/root%s", pid, isolate.QueryDir), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	dir := isolate.QueryDir
+	if sb.enc != nil {
+		dir = sb.enc.Out
+	}
+	qfd, err := unix.Open(fmt.Sprintf("/proc/%d/root%s", pid, dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open sandbox %s: %w", isolate.QueryDir, err)
+		return fmt.Errorf("open sandbox %s: %w", dir, err)
 	}
 	sb.qfd = qfd
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(qfd, &sfs); err != nil || sfs.Type != unix.TMPFS_MAGIC {
-		return fmt.Errorf("sandbox %s is not its tmpfs", isolate.QueryDir)
+		return fmt.Errorf("sandbox %s is not its tmpfs", dir)
 	}
 	return nil
 }
@@ -337,7 +352,7 @@ func (sb *sandbox) execOther(ctx context.Context, job isolate.Job, argv []string
 		return isolate.Err(isolate.KindCleanupFailed, "replace prepared sandbox: %v", err)
 	}
 	t0 := time.Now()
-	other, err := sb.r.prepare(ctx, sb.t, slices.Clone(argv))
+	other, err := sb.r.prepare(ctx, sb.t, slices.Clone(argv), sb.enc)
 	if err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "prepare for argv: %v", err)
 	}
@@ -482,7 +497,11 @@ func (sb *sandbox) verdict(out isolate.Outcome, timedOut bool, ctxErr error) iso
 		}
 		return withKind(out, isolate.KindNonzeroExit, "exit status %d", status.code)
 	}
-	data, kind, detail := readOutput(sb.qfd, l.OutputBytes)
+	outPath := isolate.OutputPath
+	if sb.enc != nil {
+		outPath = filepath.Join(sb.enc.Out, sb.enc.Result)
+	}
+	data, kind, detail := readOutput(sb.qfd, outPath, l.OutputBytes)
 	if kind != isolate.KindOK {
 		return withKind(out, kind, "%s", detail)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
-	"github.com/awf-project/awf/rootfs"
 )
 
 // EnclaveProbePath is where the probe binary sits in its root.
@@ -126,25 +125,7 @@ func enclaveProbeRoot(ctx context.Context, dir, probe string) (string, error) {
 	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
 		return "", fmt.Errorf("verify: enclave probe %s is not an ELF binary", probe)
 	}
-	for _, d := range append(rootfs.MountPoints(), filepath.Dir(EnclaveProbePath)) {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return "", fmt.Errorf("verify: probe root: %w", err)
-		}
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", fmt.Errorf("verify: probe root: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, EnclaveProbePath), b, 0o755); err != nil {
-		return "", fmt.Errorf("verify: probe root: %w", err)
-	}
-	// The direct backend prepares a sandbox for isolate.DefaultArgv before
-	// it knows the job, and libcontainer's init checks that the program
-	// exists when it starts; a job with another argv gets a fresh sandbox.
-	// An empty placeholder satisfies the check and can run nothing.
-	if err := os.WriteFile(filepath.Join(dir, isolate.DefaultArgv[0]), nil, 0o555); err != nil {
-		return "", fmt.Errorf("verify: probe root: %w", err)
-	}
-	if _, err := rootfs.Verify(ctx, dir, ""); err != nil {
+	if err := enclave.Root(ctx, dir, nil, []enclave.RootFile{{Path: EnclaveProbePath, Content: b, Mode: 0o755}}); err != nil {
 		return "", fmt.Errorf("verify: probe root: %w", err)
 	}
 	return dir, nil
