@@ -35,6 +35,12 @@ func MountPoints() []string {
 // the one sandbox shape: they resolve inside the sandbox's own /query.
 func Aliases() map[string]string { return map[string]string{"probe": "query"} }
 
+// CacheName names awf's own cached root under its cache directory. It
+// changes whenever the shape Build produces changes (mount points, aliases),
+// so a root cached by an older awf is never reused: the next run builds the
+// new shape beside it instead of failing preflight on a missing path.
+const CacheName = "python3-layout2"
+
 // Options control Build.
 type Options struct {
 	Python string // host interpreter to copy ("" = DefaultPython)

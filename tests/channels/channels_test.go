@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/rootfs"
 )
 
 // targetFile and liveFile are rarely read rootfs files whose pages carry the
@@ -164,8 +166,9 @@ func runOne(t *testing.T, rc runtimeCase, dockerSocket string) {
 		return os.WriteFile(filepath.Join(dir, filepath.Base(p)), raw, 0o644)
 	}))
 	rootfsPaths := []string{rootfsDir}
-	if _, err := os.Stat("/var/lib/awf/rootfs/python3"); err == nil {
-		rootfsPaths = append(rootfsPaths, "/var/lib/awf/rootfs/python3")
+	cached := filepath.Join("/var/lib/awf/rootfs", rootfs.CacheName)
+	if _, err := os.Stat(cached); err == nil {
+		rootfsPaths = append(rootfsPaths, cached)
 	}
 	plan := map[string]any{"scripts": dir, "public": "open/pub", "runs": runs, "rootfs_paths": rootfsPaths, "killed": killed}
 	raw, err := json.Marshal(plan)
