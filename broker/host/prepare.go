@@ -276,8 +276,8 @@ func resolveRootFS(ctx context.Context, pinned *config.RootFS, cache string, pro
 	if cache == "" {
 		cache = DefaultRootFSCache
 	}
-	dir := filepath.Join(cache, "python3")
-	pin := filepath.Join(cache, "python3.digest")
+	dir := filepath.Join(cache, rootfs.CacheName)
+	pin := filepath.Join(cache, rootfs.CacheName+".digest")
 	if b, err := os.ReadFile(pin); err == nil {
 		want := strings.TrimSpace(string(b))
 		if _, err := rootfs.Verify(ctx, dir, want); err != nil {
