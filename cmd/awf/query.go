@@ -173,7 +173,7 @@ func prepareQuery(ctx context.Context, cfg *config.Config, entry config.Repo, pr
 			return nil, err
 		}
 		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("Docker host must be a local Unix socket: %s (%s) is not one", sock, from)
+			return nil, fmt.Errorf("the Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)
 		}
 		spec.DockerSocket = sock
 	case "gvisor":
