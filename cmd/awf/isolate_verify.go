@@ -320,14 +320,19 @@ func verifyRuntimes(rts, req []string) (names, required []string, err error) {
 	return names, required, nil
 }
 
-const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require AGENT/QUERY]... [--docker-socket PATH]
+const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require PRIMARY/QUERY]... [--docker-socket PATH]
                          [--cgroup-parent NAME] [--runsc PATH]
 
-Prints the agent-runtime × query-runtime availability matrix of this host.
-AGENT is host, docker, gvisor or sbx; QUERY is direct, gvisor, docker or sbx.
-Each cell is supported, unavailable or blocked, with a reason; the sbx query
-cells are always blocked, with the missing controls listed. Exits 1 when a
---require pair is not supported, 2 on usage errors, 0 otherwise.
+Prints the primary-agent × query-runtime availability matrix of this host in
+the seed's format: its 3 × 3 table (Docker, gVisor and sbx on both sides),
+each cell SUPPORTED, UNAVAILABLE or BLOCKED with the seed's condition and
+this host's reason, then awf's own cells, marked as such: the host primary
+agent (a process under awf run) and the direct query runtime. PRIMARY is
+docker, gvisor, sbx or host; QUERY is docker, gvisor, sbx or direct. The sbx
+query cells are always BLOCKED, with the missing controls listed. --json
+writes the matrix with a "seed" object of the same cells. Exits 1, printing
+each unmet pair with its state and reason, when a --require pair is not
+SUPPORTED; 2 on usage errors; 0 otherwise.
 `
 
 // cmdIsolateMatrix implements "awf isolate matrix".
@@ -336,7 +341,7 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { fmt.Fprint(e.stderr, isolateMatrixUsage) }
 	var req listFlag
-	fs.Var(&req, "require", "AGENT/QUERY pair that must be supported (repeatable)")
+	fs.Var(&req, "require", "PRIMARY/QUERY pair that must be SUPPORTED (repeatable)")
 	asJSON := fs.Bool("json", false, "write the versioned JSON matrix")
 	dockerSock := fs.String("docker-socket", "", "Docker Engine socket (default: DOCKER_HOST=unix://PATH, else "+host.DefaultDockerSocket+")")
 	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
@@ -362,16 +367,17 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 	m := verify.BuildMatrix(ctx, verify.MatrixOptions{
 		Host: isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock},
 	})
+	m.Seed = m.InSeedTerms()
 	if *asJSON {
 		err = m.WriteJSON(e.stdout)
 	} else {
-		err = m.WriteText(e.stdout)
+		err = m.Seed.WriteText(e.stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
 		return 2
 	}
-	if unmet := m.Unmet(req); len(unmet) > 0 {
+	if unmet := m.Seed.Unmet(req); len(unmet) > 0 {
 		for _, u := range unmet {
 			fmt.Fprintf(e.stderr, "awf isolate matrix: required %s\n", u)
 		}

@@ -55,6 +55,9 @@ type Matrix struct {
 	Agents  map[string]Availability `json:"agents"`
 	Queries map[string]Availability `json:"queries"`
 	Cells   []Cell                  `json:"cells"`
+	// Seed is the same matrix in the seed's terms (seedmatrix.go), set by
+	// the command before it writes the JSON.
+	Seed *SeedMatrix `json:"seed,omitempty"`
 }
 
 // MatrixOptions control BuildMatrix.
