@@ -31,8 +31,9 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
 // checkRules enforces what must hold for any policy: no duplicate or
-// ambiguous rules, nothing from neverAllowed allowed, sockets only AF_UNIX,
-// clone only for threads.
+// ambiguous rules, nothing from neverAllowed allowed, sockets only AF_UNIX
+// (only TCP over IPv4 in an enclave-loop policy, scope.go), clone only for
+// threads.
 func (ps *parser) checkRules() {
 	type seen struct{ uncond, cond int }
 	bySyscall := map[string]*seen{}
@@ -76,6 +77,9 @@ func describe(r Rule) string {
 func (ps *parser) checkAllow(r Rule) {
 	if why, ok := neverAllowed[r.Syscall]; ok {
 		ps.errorf(r.Col, "%s may never be allowed (%s)", r.Syscall, why)
+		return
+	}
+	if ps.p.Scope == ScopeEnclaveLoop && ps.checkEnclaveLoopAllow(r) {
 		return
 	}
 	switch r.Syscall {
@@ -131,8 +135,11 @@ func (ps *parser) checkOverlaps() {
 					continue
 				}
 				if len(a.Conds) != 1 || len(b.Conds) != 1 || !sameShape(a.Conds[0], b.Conds[0]) {
+					if disjointOnSomeArg(a, b) {
+						continue
+					}
 					ps.line = b.Line
-					ps.errorf(b.Col, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask, nor unmasked comparisons of one argument (line %d); reviewers could not tell which wins", n, a.Line)
+					ps.errorf(b.Col, "%s has rules with different actions whose conditions are not simple equalities on one argument under one mask, nor unmasked comparisons of one argument, nor kept apart by an argument both compare (line %d); reviewers could not tell which wins", n, a.Line)
 					continue
 				}
 				for _, va := range a.Conds[0].Values {

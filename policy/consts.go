@@ -32,6 +32,16 @@ var (
 		"AF_BLUETOOTH": unix.AF_BLUETOOTH, "AF_XDP": unix.AF_XDP, "AF_CAN": unix.AF_CAN,
 		"AF_TIPC": unix.AF_TIPC, "AF_RDS": unix.AF_RDS,
 	}
+	// socketTypes are the socket(2) type bits an enclave-loop policy names
+	// (scope.go): the stream type and the two flags the kernel accepts.
+	socketTypes = map[string]uint64{
+		"SOCK_STREAM": unix.SOCK_STREAM, "SOCK_NONBLOCK": unix.SOCK_NONBLOCK, "SOCK_CLOEXEC": unix.SOCK_CLOEXEC,
+	}
+	socketProtocols = map[string]uint64{"IPPROTO_TCP": unix.IPPROTO_TCP}
+	// prctlOptions are the prctl(2) options a policy names: the Go runtime
+	// names its anonymous mappings with PR_SET_VMA and ignores a failure.
+	prctlOptions = map[string]uint64{"PR_SET_VMA": unix.PR_SET_VMA}
+
 	ioctlCommands = map[string]uint64{
 		"TCGETS": unix.TCGETS, "TCSETS": unix.TCSETS, "TIOCGWINSZ": unix.TIOCGWINSZ,
 		"TIOCSWINSZ": unix.TIOCSWINSZ, "FIONREAD": 0x541B, "FIONBIO": 0x5421,
@@ -76,7 +86,7 @@ var (
 )
 
 // constantFamilies lists every family; a name must be unique across them.
-var constantFamilies = []map[string]uint64{cloneFlags, addressFamilies, ioctlCommands, fcntlCommands, madviseAdvice, mmapFlags}
+var constantFamilies = []map[string]uint64{cloneFlags, addressFamilies, socketTypes, socketProtocols, prctlOptions, ioctlCommands, fcntlCommands, madviseAdvice, mmapFlags}
 
 // lookupConstant resolves a symbolic constant name.
 func lookupConstant(name string) (uint64, bool) {
@@ -96,6 +106,12 @@ func argFamily(syscall string, arg uint) (fam map[string]uint64, flags bool) {
 		return cloneFlags, true
 	case (syscall == "socket" || syscall == "socketpair") && arg == 0:
 		return addressFamilies, false
+	case syscall == "socket" && arg == 1:
+		return socketTypes, true
+	case syscall == "socket" && arg == 2:
+		return socketProtocols, false
+	case syscall == "prctl" && arg == 0:
+		return prctlOptions, false
 	case syscall == "ioctl" && arg == 1:
 		return ioctlCommands, false
 	case syscall == "fcntl" && arg == 1:

@@ -21,17 +21,18 @@ var (
 
 // parser holds the state of one parse.
 type parser struct {
-	file     string
-	p        *Policy
-	errs     ParseErrors
-	line     int
-	text     string
-	group    string
-	seenVer  bool
-	seenDef  bool
-	seenArch bool
-	groups   map[string]bool
-	arches   []archInfo
+	file      string
+	p         *Policy
+	errs      ParseErrors
+	line      int
+	text      string
+	group     string
+	seenVer   bool
+	seenDef   bool
+	seenArch  bool
+	seenScope bool
+	groups    map[string]bool
+	arches    []archInfo
 }
 
 func (ps *parser) errorf(col int, format string, args ...any) {
@@ -141,6 +142,11 @@ func (ps *parser) parseLine(line string) {
 			return
 		}
 		ps.parseDefault(kw, toks[1:], reason)
+	case "scope":
+		if !needReason("the scope") {
+			return
+		}
+		ps.parseScope(kw, toks[1:], reason)
 	case "group":
 		if !needReason("a group") {
 			return
@@ -157,7 +163,7 @@ func (ps *parser) parseLine(line string) {
 		r.Reason = reason
 		ps.p.Rules = append(ps.p.Rules, r)
 	default:
-		ps.errorf(kw.col, "unknown directive or action %q (want version, default, arch, group, allow, kill or errno)", kw.text)
+		ps.errorf(kw.col, "unknown directive or action %q (want version, default, arch, scope, group, allow, kill or errno)", kw.text)
 	}
 }
 
@@ -246,4 +252,25 @@ func (ps *parser) parseGroup(kw token, rest []token, desc string) {
 	ps.groups[name] = true
 	ps.group = name
 	ps.p.Groups = append(ps.p.Groups, Group{Name: name, Description: desc, Line: ps.line})
+}
+
+// parseScope reads the optional header line "scope NAME : REASON", which
+// says the policy is not for a query script (scope.go). It must come
+// before the first group, so that every rule is checked under it.
+func (ps *parser) parseScope(kw token, rest []token, reason string) {
+	if ps.seenScope {
+		ps.errorf(kw.col, "duplicate scope line")
+		return
+	}
+	if len(rest) != 1 || !scopes[rest[0].text] {
+		ps.errorf(kw.col, "scope takes one name: %s (a policy without a scope line is for query scripts)", ScopeEnclaveLoop)
+		return
+	}
+	if len(ps.p.Groups) > 0 {
+		ps.errorf(kw.col, "the scope line must come before the first group")
+		return
+	}
+	ps.seenScope = true
+	ps.p.Scope = rest[0].text
+	ps.p.ScopeReason = reason
 }

@@ -37,6 +37,11 @@ type Policy struct {
 	defaultLine int
 	// Arches are the architectures the policy was reviewed for.
 	Arches []string
+	// Scope is what kind of job the policy is for: ScopeQuery (no scope
+	// line: a script with no network) or ScopeEnclaveLoop (scope.go).
+	Scope string
+	// ScopeReason explains the scope line.
+	ScopeReason string
 	// Groups are the rule groups in file order.
 	Groups []Group
 	// Rules are all rules in file order.
@@ -91,6 +96,9 @@ func (p *Policy) Canonical() string {
 	fmt.Fprintf(&b, "version %d\n", p.Version)
 	fmt.Fprintf(&b, "default %s : %s\n", p.DefaultAction, p.DefaultReason)
 	fmt.Fprintf(&b, "arch %s\n", strings.Join(p.Arches, " "))
+	if p.Scope != ScopeQuery {
+		fmt.Fprintf(&b, "scope %s : %s\n", p.Scope, p.ScopeReason)
+	}
 	for _, g := range p.Groups {
 		fmt.Fprintf(&b, "group %s : %s\n", g.Name, g.Description)
 		for _, r := range p.Rules {

@@ -221,6 +221,9 @@ func policyShow(e env, pa policyArgs) int {
 	w := e.stdout
 	fmt.Fprintf(w, "policy  %s (version %d, %s)\n", p.Name, p.Version, p.Digest())
 	fmt.Fprintf(w, "arch    %s\n", strings.Join(p.Arches, " "))
+	if p.Scope != policy.ScopeQuery {
+		fmt.Fprintf(w, "scope   %s: %s\n", p.Scope, p.ScopeReason)
+	}
 	fmt.Fprintf(w, "default %s: %s\n", p.DefaultAction, p.DefaultReason)
 	for _, g := range p.Groups {
 		rules := p.GroupRules(g.Name)
