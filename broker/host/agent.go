@@ -59,7 +59,7 @@ func AgentEnv(base []string, r *Run) []string {
 		if !AgentMayInherit(name, r.EnvAllow) {
 			return true
 		}
-		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || dropProbeVar(r, name) || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
+		return strings.HasPrefix(name, "AWF_BOUNDED_QUERY_") || dropProbeVar(r, name) || dropAgentVar(r.Spec.Agents, name) || name == "PATH" || name == "HOME" || name == "USER" || name == "LOGNAME"
 	}
 	var env []string
 	path := "/usr/local/bin:/usr/bin:/bin"
@@ -81,6 +81,7 @@ func AgentEnv(base []string, r *Run) []string {
 		)
 	}
 	env = append(env, ProbeEnv(r)...)
+	env = append(env, agentEnv(r.Spec.Agents, r.AgentRepos)...)
 	home := r.Agent.Home
 	if home == "" {
 		home = "/"

@@ -138,10 +138,13 @@ func preflightAgents(o Options) error {
 // agentStateDir is the bounded-agent runtime's own state directory.
 func agentStateDir(l Layout) string { return filepath.Join(l.PrivateRoot, "agent-state") }
 
+// agentEnclaveRoot is where the broker builds the loop's minimal root.
+func agentEnclaveRoot(l Layout) string { return filepath.Join(l.PrivateRoot, "agent-enclave-root") }
+
 // probeEnclaveRuntime proves, before staging, that boundedAgents.runtime
 // can run an enclave here: the runtime's own probe (sbx reports its
 // structured list of missing controls), then that it renders enclaves at
-// all (broker.EnclaveRunner: the seed read-only with no writable copy,
+// all (enclaveBackend: the seed read-only with no writable copy,
 // the read-only task, schema, loop config and loop, the bounded out and
 // /tmp tmpfs, and the enclave network). There is never a fallback to
 // another runtime, nor to a query sandbox.
@@ -168,7 +171,7 @@ func probeEnclaveRuntime(ctx context.Context, s Spec, ba config.BoundedAgents) e
 	if err := rt.Probe(pctx); err != nil {
 		return fmt.Errorf("bounded agents: runtime %s cannot enforce every control here; no fallback: %w", ba.Runtime, err)
 	}
-	if _, ok := rt.(broker.EnclaveRunner); !ok {
+	if _, ok := rt.(enclaveBackend); !ok {
 		return fmt.Errorf("bounded agents: runtime %s cannot run an enclave: it does not render the enclave's read-only layout (%s, %s, %s, %s, %s) and its network; no fallback to a query sandbox",
 			ba.Runtime, broker.EnclaveRepoDir, broker.EnclaveTaskPath, broker.EnclaveSchemaPath, broker.EnclaveLoopConfigPath, broker.EnclaveLoopPath)
 	}

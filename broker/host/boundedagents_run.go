@@ -260,14 +260,11 @@ type agentServer struct {
 // startAgents opens and sweeps the enclave runtime, loads the agent seeds
 // and serves the bounded-agent broker on its own socket, sharing lane and
 // freezer with the query broker. control is the broker's end of the API
-// proxy's control channel (it takes it over); sandbox is the backend's part
-// of an enclave, which no runtime offers yet: without it nothing starts.
+// proxy's control channel (it takes it over). The enclaves run on the
+// loop's minimal root, built afresh here, through the runtime's RunEnclave
+// (backendSandbox): a runtime without one starts nothing.
 func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{},
-	freezer broker.Freezer, control *os.File, sandbox enclaveSandbox) (as *agentServer, err error) {
-	if sandbox == nil {
-		control.Close()
-		return nil, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
-	}
+	freezer broker.Freezer, control *os.File) (as *agentServer, err error) {
 	audit, err := broker.OpenAudit(s.Layout.AuditDir, AgentAuditFile)
 	if err != nil {
 		control.Close()
@@ -296,6 +293,17 @@ func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, t
 	}
 	if err := as.rt.Sweep(ctx); err != nil {
 		return as, fmt.Errorf("bounded agents: start-up sweep: %w", err)
+	}
+	root := agentEnclaveRoot(s.Layout)
+	if err := os.RemoveAll(root); err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	if err := buildEnclaveRoot(ctx, root); err != nil {
+		return as, err
+	}
+	sandbox := backendSandbox(as.rt, root)
+	if sandbox == nil {
+		return as, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
 	}
 	bs := make([]broker.Seed, 0, len(seeds))
 	for _, sd := range seeds {
@@ -360,4 +368,64 @@ func (as *agentServer) close(ctx context.Context) error {
 		as.ctl = nil
 	}
 	return errors.Join(errs...)
+}
+
+// releaseAgentSeeds releases the bounded-agent seeds, if any were staged.
+func releaseAgentSeeds(ctx context.Context, l Layout) error {
+	root := agentPaths(l, "").PrivateRoot
+	if _, err := os.Stat(filepath.Join(root, staging.SeedsDirName)); err != nil {
+		return nil
+	}
+	return staging.Release(ctx, root)
+}
+
+// AgentControlFD is the broker process's descriptor of its end of the API
+// proxy's control channel (StartBroker puts it there).
+const AgentControlFD = 4
+
+// NewAgentControl creates the API proxy's control channel of a run with
+// bounded agents: the run keeps the broker's end for StartBroker, and the
+// proxy's end is returned for the API proxy (apiproxy.StartWithControl).
+// Without bounded agents it returns nil.
+func (r *Run) NewAgentControl() (*os.File, error) {
+	if r.Spec.Agents == nil {
+		return nil, nil
+	}
+	if r.agentControl != nil {
+		return nil, errors.New("bounded agents: the control channel exists already")
+	}
+	proxyEnd, brokerEnd, err := apiproxy.NewControlPair()
+	if err != nil {
+		return nil, fmt.Errorf("bounded agents: %w", err)
+	}
+	r.agentControl = brokerEnd
+	return proxyEnd, nil
+}
+
+// sweepAgents sweeps the bounded-agent runtime on its own state dir, then
+// the run's enclave networks (namespaces, links, cgroups), leaving every
+// other run's: teardown's part for bounded agents.
+func sweepAgents(ctx context.Context, s Spec) error {
+	a := s.Agents
+	if a == nil {
+		return nil
+	}
+	if _, err := os.Stat(a.StateDir); err == nil {
+		h := s.HostConfig()
+		h.StateDir, h.RunscPath, h.DockerSocket = a.StateDir, a.RunscPath, a.DockerSocket
+		rt, err := runtimes.Open(a.Runtime, h)
+		if err != nil {
+			return fmt.Errorf("teardown sweep (bounded agents): %w", err)
+		}
+		err = rt.Sweep(ctx)
+		rt.Close()
+		if err != nil {
+			return fmt.Errorf("teardown sweep (bounded agents): %w", err)
+		}
+	}
+	run := s.Layout.RunID
+	if err := enclave.SweepRuns(ctx, func(r string) bool { return r != run }); err != nil {
+		return fmt.Errorf("teardown sweep (enclaves): %w", err)
+	}
+	return nil
 }

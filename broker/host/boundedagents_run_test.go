@@ -15,6 +15,7 @@ import (
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/broker/apiproxy"
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/enclave"
 )
 
 const agentRunDoc = `{"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/q","sensitivity":"internal","source":"/srv/q"}]},
@@ -151,12 +152,20 @@ func TestNewAgentBroker(t *testing.T) {
 	assert.Equal(t, `{"status":"error"}`, string(b.Handle(context.Background(), req)), "the confidential budget is spent")
 }
 
-func TestStartAgentsNeedsAnEnclaveBackend(t *testing.T) {
-	a, b, err := apiproxy.NewControlPair()
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = startAgents(context.Background(), Spec{}, AgentSpec{Runtime: "direct"}, nil, nil, make(chan struct{}, 1), nil, b, nil)
-	assert.ErrorContains(t, err, "runtime direct cannot run an enclave")
-	_, err = b.Stat()
-	assert.Error(t, err, "the control channel is closed, not leaked")
+func TestBackendSandboxNeedsAnEnclaveBackend(t *testing.T) {
+	assert.Nil(t, backendSandbox(&queryOnly{}, "/r"), "a runtime that renders no enclave layout has no sandbox")
+	assert.Nil(t, backendSandbox(&enclaveFake{}, "/r"), "a broker-level enclave runner is not a backend")
+}
+
+func TestEnclaveLayout(t *testing.T) {
+	lim := isolate.DefaultLimits()
+	e := broker.Enclave{InvocationID: "i", SeedDir: "/seed", LoopBinary: "/bin/loop", Env: []string{"HOME=/tmp"},
+		Files: []broker.EnclaveFile{{Path: broker.EnclaveTaskPath, Content: []byte("t")}}, Limits: lim, TranscriptBytes: 10}
+	l := enclaveLayout(e)
+	require.NoError(t, l.Validate())
+	assert.Equal(t, []enclave.Bind{{Source: "/seed", Path: broker.EnclaveRepoDir}, {Source: "/bin/loop", Path: broker.EnclaveLoopPath, Exec: true}}, l.Binds)
+	assert.Equal(t, broker.EnclaveOutDir, l.Out)
+	assert.Equal(t, lim.QueryTmpfsBytes, l.OutBytes)
+	assert.Equal(t, "result.json", l.Result)
+	assert.Equal(t, "transcript.jsonl", l.Transcript)
 }

@@ -42,6 +42,15 @@ func StartBroker(ctx context.Context, exe string, r *Run, logw io.Writer) (*Brok
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logw, logw
 	cmd.ExtraFiles = []*os.File{pw}
+	if r.Spec.Agents != nil {
+		// fd 4: the broker's end of the API proxy's control channel.
+		if r.agentControl == nil {
+			pw.Close()
+			return nil, errors.New("broker: bounded agents need the API proxy's control channel (Run.NewAgentControl)")
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r.agentControl)
+		defer func() { r.agentControl.Close(); r.agentControl = nil }()
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNET,
 		Setpgid:    true,

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/awf-project/awf/broker"
@@ -22,8 +24,8 @@ type listenerHandoff interface {
 
 // enclaveSandbox runs one enclave's job on a backend: t.Network is the
 // enclave network to join (and confine the job's first process to), e the
-// rest of the enclave. It is the backend's part of an enclave, which no
-// runtime offers yet: rendering e's read-only layout.
+// rest of the enclave. It is the backend's part of an enclave: rendering
+// e's read-only layout (backendSandbox).
 type enclaveSandbox func(ctx context.Context, t isolate.Template, e broker.Enclave) broker.EnclaveOutcome
 
 // enclaveRuntime runs enclaves on a backend: per invocation it builds the
@@ -87,4 +89,64 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 	}()
 	t.Network = n.Network()
 	return r.sandbox(ctx, t, e)
+}
+
+// enclaveBackend is a runtime that renders an enclave's layout: the
+// direct and gvisor runtimes.
+type enclaveBackend interface {
+	RunEnclave(ctx context.Context, t isolate.Template, l enclave.Layout, job isolate.Job) (isolate.Outcome, []byte)
+}
+
+// enclaveRootDirs are the mount points the loop's root adds to every
+// backend's.
+var enclaveRootDirs = []string{"/enclave"}
+
+// backendSandbox is rt's enclaveSandbox, or nil when rt renders no
+// enclave. root is the loop's minimal root (buildEnclaveRoot): the
+// template's query root is never an enclave's.
+func backendSandbox(rt isolate.Runtime, root string) enclaveSandbox {
+	b, ok := rt.(enclaveBackend)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, t isolate.Template, e broker.Enclave) broker.EnclaveOutcome {
+		if e.UID != isolate.SandboxUID || e.GID != isolate.SandboxGID {
+			return broker.EnclaveOutcome{Outcome: isolate.Err(isolate.KindLaunchFailed, "enclave: uid/gid %d/%d is not the sandbox user's", e.UID, e.GID)}
+		}
+		// No overlay and no writable copy: the seed is a read-only bind.
+		t.RootFS, t.Repo, t.Limits = root, "", e.Limits
+		t.Limits.OutputBytes = e.ResultBytes
+		// The loop's seccomp layer is not in place (awf isolate verify
+		// --enclave reports enclave/policy as FAIL): until its reviewed
+		// policy exists the enclave runs as the network probe does, without
+		// a filter; the network layers alone confine it.
+		t.Weaken = isolate.Weakening{NoSeccomp: true}
+		out, transcript := b.RunEnclave(ctx, t, enclaveLayout(e), isolate.Job{InvocationID: e.InvocationID, Argv: e.Argv})
+		return broker.EnclaveOutcome{Outcome: out, Transcript: transcript}
+	}
+}
+
+// enclaveLayout renders e as the backends' enclave layout.
+func enclaveLayout(e broker.Enclave) enclave.Layout {
+	l := enclave.Layout{
+		Dir:   "/enclave",
+		Binds: []enclave.Bind{{Source: e.SeedDir, Path: broker.EnclaveRepoDir}, {Source: e.LoopBinary, Path: broker.EnclaveLoopPath, Exec: true}},
+		Out:   broker.EnclaveOutDir, OutBytes: e.Limits.QueryTmpfsBytes,
+		Env:    append([]string(nil), e.Env...),
+		Result: filepath.Base(broker.EnclaveResultPath), Transcript: filepath.Base(broker.EnclaveTranscriptPath),
+		TranscriptBytes: e.TranscriptBytes,
+	}
+	for _, f := range e.Files {
+		l.Files = append(l.Files, enclave.RootFile{Path: f.Path, Content: f.Content, Mode: 0o444})
+	}
+	return l
+}
+
+// buildEnclaveRoot builds the loop's minimal root in dir (which must not
+// exist): the mount points and nothing else; the loop binary is bound in.
+func buildEnclaveRoot(ctx context.Context, dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("bounded agents: enclave root: %w", err)
+	}
+	return enclave.Root(ctx, dir, enclaveRootDirs, nil)
 }

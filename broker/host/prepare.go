@@ -58,12 +58,17 @@ type Run struct {
 	Repos  []string // configured slugs, as written
 	// ProbeRepos are the sealedProbes slugs, as written (probe.go).
 	ProbeRepos []string
+	// AgentRepos are the boundedAgents slugs, as written.
+	AgentRepos []string
 	// EnvAllow is agent.env.allow: the other credentials the agent keeps.
 	EnvAllow []string
 	// Network is agent.network ("" means host).
 	Network   string
 	agentHide []string
 	lock      *os.File
+	// agentControl is the broker's end of the API proxy's control channel
+	// (NewAgentControl), until StartBroker hands it to the broker.
+	agentControl *os.File
 }
 
 // AgentHide returns what the agent's view covers (ShimArgs.Hide), as
@@ -201,6 +206,8 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 		if err := probeEnclaveRuntime(ctx, spec, o.Config.BoundedAgents); err != nil {
 			return r, pf("%v", err)
 		}
+		a := newAgentSpec(o.Config, l, filepath.Dir(o.CLIBinary), dockerSocket)
+		spec.Agents = &a
 	}
 	if err := WriteSpec(spec); err != nil {
 		return r, err
@@ -246,6 +253,18 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	if r.Spec.Probe != nil {
 		if err := r.prepareProbes(ctx, o, token); err != nil {
+			return r, err
+		}
+	}
+	if a := r.Spec.Agents; a != nil {
+		aaudit, err := broker.OpenAudit(l.AuditDir, AgentAuditFile)
+		if err != nil {
+			return r, err
+		}
+		r.AgentRepos, err = prepareAgents(ctx, o.Config, *a, l.RunID, token, o.Getenv("GITHUB_SERVER_URL"),
+			filepath.Join(filepath.Dir(o.CLIBinary), AgentCLIName), aaudit, func(s string) { fmt.Fprint(o.Progress, s) })
+		aaudit.Close()
+		if err != nil {
 			return r, err
 		}
 	}
@@ -403,6 +422,9 @@ func (r *Run) removeFiles(ctx context.Context) error {
 		}
 	}
 	if err := releaseProbeSeeds(ctx, l); err != nil {
+		errs = append(errs, err)
+	}
+	if err := releaseAgentSeeds(ctx, l); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(l.IngressRoot); err != nil {

@@ -242,6 +242,19 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 			}
 		}()
 	}
+	if s.Agents != nil {
+		// fd 4 is the broker's end of the API proxy's control channel
+		// (StartBroker); startAgents takes it over.
+		as, aerr := startAgents(ctx, s, *s.Agents, pol, tel, lane, freezer, os.NewFile(AgentControlFD, "api-proxy-control"))
+		if aerr != nil {
+			return fail("agent-startup-failed", aerr)
+		}
+		defer func() {
+			if aerr := as.stop(ctx); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+		}()
+	}
 	// The socket directory stays root-only until the socket carries the
 	// agent's ownership; only then is the directory handed over.
 	if err := os.MkdirAll(l.SocketDir, 0o700); err != nil {

@@ -34,6 +34,9 @@ type Spec struct {
 	// Probe is the sealed-probe broker's part (probe.go); nil when
 	// sealedProbes is absent or disabled.
 	Probe *ProbeSpec `json:",omitempty"`
+	// Agents is the bounded-agent broker's part (boundedagents_run.go);
+	// nil when boundedAgents is absent or disabled.
+	Agents *AgentSpec `json:",omitempty"`
 }
 
 // WriteSpec writes s to its layout's spec path, exclusively.

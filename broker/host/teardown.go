@@ -64,6 +64,9 @@ func sweepWith(ctx context.Context, s Spec) error {
 	if err := sweepProbes(ctx, s); err != nil {
 		return err
 	}
+	if err := sweepAgents(ctx, s); err != nil {
+		return err
+	}
 	if _, err := os.Stat(s.Layout.StateDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

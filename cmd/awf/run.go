@@ -122,8 +122,17 @@ func cmdRun(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		return exitAWF
 	}
-	b, err := host.StartBroker(ctx, exe, r, e.stderr)
+	// Bounded agents: the API proxy's control channel, the broker's end at
+	// its fd 4 and the proxy's to startAPIProxy.
+	var b *host.BrokerProc
+	pxControl, err := r.NewAgentControl()
+	if err == nil {
+		b, err = host.StartBroker(ctx, exe, r, e.stderr)
+	}
 	if err != nil {
+		if pxControl != nil {
+			pxControl.Close()
+		}
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
 		if terr := host.Teardown(ctx, r, nil); terr != nil {
 			fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
@@ -135,7 +144,7 @@ func cmdRun(ctx context.Context, e env) int {
 	shim := host.ShimArgs{UID: r.Agent.UID, GID: r.Agent.GID, PrivateBase: r.Layout.PrivateBase,
 		IngressBase: r.Layout.IngressBase, IngressRoot: r.Layout.IngressRoot,
 		Hide: r.AgentHide(), Network: shimNetwork(r.Network), Cgroups: r.Spec.AgentCgroup.Dirs()}
-	px, agentEnv, err := startAPIProxy(ctx, exe, cfg.APIProxy, r, apiKeys, &shim, host.AgentEnv(os.Environ(), r), e.stderr)
+	px, agentEnv, err := startAPIProxy(ctx, exe, cfg.APIProxy, r, apiKeys, &shim, host.AgentEnv(os.Environ(), r), pxControl, host.EnclaveLimits(cfg), e.stderr)
 	apiKeys = nil
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf run: %v\n", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,13 +38,23 @@ func apiProxyKeys(cfg *config.Config) (map[apiproxy.Protocol]string, []string, e
 // gives the agent its capability: it returns the agent's environment with
 // the SDK variables set, and sets the shim's hand-off when the agent has no
 // network of its own. With no block it returns env unchanged and a nil
-// process.
+// process. control is the proxy's end of the bounded agents' control
+// channel (nil without them), enclave their limits; it is closed here.
 func startAPIProxy(ctx context.Context, exe string, c *config.APIProxy, r *host.Run, keys map[apiproxy.Protocol]string,
-	shim *host.ShimArgs, env []string, logw io.Writer) (*apiproxy.Process, []string, error) {
+	shim *host.ShimArgs, env []string, control *os.File, enclave *apiproxy.Limits, logw io.Writer) (*apiproxy.Process, []string, error) {
+	if control != nil {
+		defer control.Close()
+	}
 	if c == nil {
 		return nil, env, nil
 	}
 	spec := apiproxy.SpecFor(c, filepath.Join(r.Layout.AuditDir, apiproxy.AuditFile))
+	if control != nil {
+		if enclave == nil {
+			return nil, env, errors.New("api proxy: bounded agents without their limits")
+		}
+		spec.Control, spec.Enclave = true, enclave
+	}
 	var proxyEnd *os.File
 	if shim.Network == host.NetworkNone && spec.Agent != nil {
 		// The agent's namespace has only loopback: the shim listens there
@@ -59,7 +70,7 @@ func startAPIProxy(ctx context.Context, exe string, c *config.APIProxy, r *host.
 	if err := apiproxy.WriteSpec(specPath, spec); err != nil {
 		return nil, env, err
 	}
-	px, err := apiproxy.Start(ctx, exe, specPath, keys, proxyEnd, logw)
+	px, err := apiproxy.StartWithControl(ctx, exe, specPath, keys, proxyEnd, control, logw)
 	if err != nil {
 		return nil, env, err
 	}
