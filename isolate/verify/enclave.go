@@ -42,6 +42,9 @@ type EnclaveOptions struct {
 	// Weaken removes enclave layers. Tests only: it proves that each layer
 	// alone still blocks everything but the proxy.
 	Weaken enclave.Weakening
+	// NoPolicy runs the probe without agent-loop.policy, the third layer
+	// (tests only, with Weaken: the network layers alone).
+	NoPolicy bool
 }
 
 // EnclaveReport is the verdict of awf isolate verify --enclave.
@@ -184,22 +187,23 @@ func runEnclaveRuntime(ctx context.Context, name string, o EnclaveOptions, root,
 		return rr
 	}
 	defer w.Close()
-	spec, err := json.Marshal(w.Spec(isolate.OutputPath))
+	probeSpec := w.Spec(isolate.OutputPath)
+	spec, err := json.Marshal(probeSpec)
 	if err != nil {
 		rr.Results = append(rr.Results, Result{ID: "enclave/network", Group: "enclave", Status: Fail, Evidence: err.Error()})
 		return rr
 	}
-	pol, err := policy.Default()
+	// The probe runs under the loop's own policy (scope enclave-loop): the
+	// third network layer, which alone keeps vsock, raw, packet, netlink,
+	// IPv6, UDP and Unix sockets out of reach.
+	pol, err := policy.AgentLoop()
 	if err != nil {
 		rr.Results = append(rr.Results, Result{ID: "enclave/network", Group: "enclave", Status: Fail, Evidence: err.Error()})
 		return rr
 	}
 	t := isolate.Template{
 		RunID: h.RunID, RootFS: root, Limits: isolate.DefaultLimits(), Network: e.Network(),
-		// No seccomp policy can allow the loop's TCP socket yet (see
-		// enclave/policy below): the backends want a policy in the
-		// template, and the weakening loads none.
-		Policy: pol, Weaken: isolate.Weakening{NoSeccomp: true},
+		Policy: pol, Weaken: isolate.Weakening{NoSeccomp: o.NoPolicy},
 	}
 	t.Limits.Wall = 30 * time.Second
 	out := rt.Run(ctx, isolate.Spec{Template: t, Job: isolate.Job{InvocationID: "enclave-probe", Argv: []string{EnclaveProbePath, string(spec)}}})
@@ -220,14 +224,50 @@ func runEnclaveRuntime(ctx context.Context, name string, o EnclaveOptions, root,
 		rr.Results = append(rr.Results, Result{ID: "enclave/network", Group: "enclave", Status: Fail, Evidence: fmt.Sprintf("probe output: %v", err)})
 		return rr
 	}
-	for _, f := range w.Check(results, enclave.CheckOptions{Sandbox: true}) {
+	for _, f := range w.Check(results, enclave.CheckOptions{Policy: !o.NoPolicy, Sandbox: true}) {
 		st := Pass
 		if !f.Pass {
 			st = Fail
 		}
 		rr.Results = append(rr.Results, Result{ID: "enclave/" + f.ID, Group: "enclave", Status: st, Evidence: f.Detail})
 	}
-	rr.Results = append(rr.Results, Result{ID: "enclave/policy", Group: "enclave", Status: Fail,
-		Evidence: "no seccomp policy for the loop: the policy language refuses any socket beyond AF_UNIX (policy/check.go), so the policy layer that refuses raw, packet, netlink and vsock sockets is not in place; the probe ran without a filter"})
+	rr.Results = append(rr.Results, policyResult(probeSpec, results, pol, o.NoPolicy))
 	return rr
+}
+
+// policyRefuses are the probe's target kinds whose socket the enclave-loop
+// policy refuses (EPERM) whatever the address: every family but AF_INET
+// and every type but the stream one. tcp targets are judged only when
+// their address is IPv6; TCP over IPv4 is the one socket the policy
+// allows, and the network layers decide where it goes.
+var policyRefuses = map[string]bool{"udp": true, "unix": true, "vsock": true, "raw": true, "packet": true,
+	"netlink": true, "vsock-socket": true, "udp-socket": true, "tcp6-socket": true, "unix-socket": true}
+
+// policyResult is enclave/policy: the probe ran under agent-loop.policy
+// and every socket that policy must refuse failed with EPERM at socket(2).
+func policyResult(spec enclave.ProbeSpec, results map[string]string, pol *policy.Policy, off bool) Result {
+	res := Result{ID: "enclave/policy", Group: "enclave", Status: Fail}
+	if off {
+		res.Evidence = "the probe ran without a seccomp filter (NoPolicy)"
+		return res
+	}
+	var bad []string
+	n := 0
+	for _, t := range spec.Targets {
+		v6 := t.Kind == "tcp" && strings.HasPrefix(t.Addr, "[")
+		if !policyRefuses[t.Kind] && !v6 {
+			continue
+		}
+		n++
+		if r := results[t.ID]; !strings.HasSuffix(r, ":EPERM") {
+			bad = append(bad, t.ID+"="+r)
+		}
+	}
+	if len(bad) > 0 {
+		res.Evidence = fmt.Sprintf("under %s (%s) these sockets were not refused with EPERM: %s", pol.Name, pol.Digest(), strings.Join(bad, " "))
+		return res
+	}
+	res.Status = Pass
+	res.Evidence = fmt.Sprintf("under %s (scope %s, %s) all %d raw, packet, netlink, vsock, IPv6, UDP and Unix sockets answered EPERM", pol.Name, pol.Scope, pol.Digest(), n)
+	return res
 }
