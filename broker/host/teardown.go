@@ -16,6 +16,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/isolate/workspace"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,9 +41,11 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 			_ = a.Close()
 		}
 	}
+	swept := true
 	if r.Spec.Runtime != "" {
 		if err := sweepWith(tctx, r.Spec); err != nil {
 			errs = append(errs, err)
+			swept = false
 		}
 	}
 	// Before removeFiles: the run lock, released there, marks the agent's
@@ -52,6 +55,21 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 	}
 	if err := archiveAudit(r.Layout); err != nil {
 		errs = append(errs, err)
+	}
+	if !swept {
+		// What the sweep could not reclaim (a sandbox that would not die)
+		// is recorded only in the runtime's journal in the private root:
+		// the root stays, root-only as after a crash, and the next
+		// start-up sweep (SweepOrphans) retries it. The ingress goes now.
+		if err := os.RemoveAll(r.Layout.IngressRoot); err != nil {
+			errs = append(errs, err)
+		}
+		if r.lock != nil {
+			r.lock.Close()
+			r.lock = nil
+		}
+		errs = append(errs, fmt.Errorf("private root %s kept for the next start-up sweep", r.Layout.PrivateRoot))
+		return errors.Join(errs...)
 	}
 	if err := r.removeFiles(tctx); err != nil {
 		errs = append(errs, err)
@@ -189,6 +207,14 @@ func reclaimRoot(ctx context.Context, l Layout, lock *os.File) error {
 		// journal was never written or is unreadable) still carries the
 		// run id in its name.
 		err = removeRunCgroups(ctx, l.RunID)
+	}
+	if err == nil {
+		// Likewise its mounts, all below the run's state directory (a
+		// root without a spec is never swept by its runtime): left there
+		// they make the root unremovable and fail every later sweep.
+		if _, serr := os.Stat(l.StateDir); serr == nil {
+			err = workspace.UnmountBelow(ctx, l.StateDir)
+		}
 	}
 	if err != nil {
 		if lock != nil {

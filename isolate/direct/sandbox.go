@@ -233,7 +233,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		// Start has no context: let it finish in the background, then tear
-		// the sandbox down. Prepare must not destroy it concurrently.
+		// the sandbox down. Prepare must not destroy it concurrently. Until
+		// then init may still run (a start stuck on an unkillable init
+		// never returns), so the runtime fails closed from now on rather
+		// than start another sandbox beside it.
+		sb.r.markBroken(fmt.Errorf("start of %s abandoned: %w", sb.id, ctx.Err()))
 		go func() {
 			if err := <-errc; err == nil {
 				_ = sb.afterStart()

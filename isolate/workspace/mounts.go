@@ -64,6 +64,10 @@ func mountTmpfsData(target string, flags uintptr, data string) error {
 	return nil
 }
 
+// UnmountBelow is unmountBelow, for the host's orphan sweep: a dead run's
+// runtime state may hold mounts its runtime's own sweep did not know.
+func UnmountBelow(ctx context.Context, dir string) error { return unmountBelow(ctx, dir) }
+
 // unmountBelow unmounts every mount at or below dir, deepest first. A busy
 // mount is detached instead, which removes it from the host's view.
 func unmountBelow(ctx context.Context, dir string) error {
