@@ -13,6 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/isolate/workspace"
 
 	"github.com/awf-project/awf/isolate/ownthread"
@@ -32,6 +33,8 @@ type sandbox struct {
 	rootFS   string
 	ws       *workspace.Workspace
 	cg       *cgroup
+	// enc is an enclave's layout (RunEnclave), nil for a query.
+	enc *enclave.Layout
 
 	mu         sync.Mutex
 	used       bool
@@ -63,6 +66,9 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
 	o.Stdout, o.Stderr = stdout.Bytes(), stderr.Bytes()
+	if s.enc != nil {
+		return s.concludeEnclave(o)
+	}
 	return s.ws.Conclude(o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
 }
 
@@ -105,6 +111,11 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	})
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if s.enc != nil {
+		if err := renderEnclave(*s.enc, s.ws, spec); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, nil, nil, err

@@ -28,40 +28,49 @@ func (w *Workspace) ReadOutput(limit int64) ([]byte, isolate.Kind, error) {
 
 // ReadOutputFrom is ReadOutput for an explicit /query host directory.
 func ReadOutputFrom(queryDir string, limit int64) ([]byte, isolate.Kind, error) {
-	dfd, err := unix.Open(queryDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return ReadFileFrom(queryDir, isolate.OutputPath, limit)
+}
+
+// ReadFileFrom is ReadOutputFrom for any file of a sandbox's writable
+// tmpfs: dir is its host directory, path the file's path in the sandbox
+// (an enclave's result or transcript), of which only the last element is
+// looked up in dir.
+func ReadFileFrom(dir, path string, limit int64) ([]byte, isolate.Kind, error) {
+	name := filepath.Base(path)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, isolate.KindOutputInvalid, fmt.Errorf("open /query: %w", err)
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("open %s: %w", filepath.Dir(path), err)
 	}
 	defer unix.Close(dfd)
 	how := unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_CLOEXEC,
 		Resolve: beneath,
 	}
-	fd, err := unix.Openat2(dfd, "out", &how)
+	fd, err := unix.Openat2(dfd, name, &how)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil, isolate.KindOutputMissing, errors.New("/query/out does not exist")
+		return nil, isolate.KindOutputMissing, fmt.Errorf("%s does not exist", path)
 	case err != nil:
-		return nil, isolate.KindOutputInvalid, fmt.Errorf("open /query/out: %w", err)
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("open %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), "out")
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, isolate.KindOutputInvalid, fmt.Errorf("stat /query/out: %w", err)
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("stat %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, isolate.KindOutputInvalid, fmt.Errorf("/query/out is not a regular file (mode %o)", st.Mode)
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("%s is not a regular file (mode %o)", path, st.Mode)
 	}
 	if st.Size > limit {
-		return nil, isolate.KindOutputTooLarge, fmt.Errorf("/query/out is %d bytes, cap %d", st.Size, limit)
+		return nil, isolate.KindOutputTooLarge, fmt.Errorf("%s is %d bytes, cap %d", path, st.Size, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, isolate.KindOutputInvalid, fmt.Errorf("read /query/out: %w", err)
+		return nil, isolate.KindOutputInvalid, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, isolate.KindOutputTooLarge, fmt.Errorf("/query/out grew past the cap %d", limit)
+		return nil, isolate.KindOutputTooLarge, fmt.Errorf("%s grew past the cap %d", path, limit)
 	}
 	return b, isolate.KindOK, nil
 }

@@ -1,0 +1,109 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/isolate/workspace"
+)
+
+// RunEnclave runs job in one fresh, single-use enclave laid out as l: the
+// template's network (required), no repository copy and no /query or
+// /awf, but l's read-only directory, its read-only binds and, as l.Out,
+// the workspace's bounded host tmpfs, from which the result and the
+// transcript are read back on the host side after runsc has exited and
+// before teardown. The transcript is nil when missing or over its cap.
+func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.Layout, job isolate.Job) (isolate.Outcome, []byte) {
+	switch err := l.Validate(); {
+	case err != nil:
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err), nil
+	case t.Network == nil:
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: an enclave needs its network"), nil
+	case t.Repo != "":
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: an enclave binds its seed read-only, never a writable copy"), nil
+	case len(job.Argv) == 0:
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: an enclave job needs its argv"), nil
+	case l.OutBytes != t.Limits.QueryTmpfsBytes:
+		// The out tmpfs is the workspace's, which has the template's size.
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: the enclave's out tmpfs must be the template's QueryTmpfsBytes"), nil
+	}
+	t0 := time.Now()
+	isb, err := r.Prepare(ctx, t)
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: prepare enclave: %v", err), nil
+	}
+	sb := isb.(*sandbox)
+	sb.enc = &l
+	out := sb.Exec(ctx, job)
+	out.Timings.Start = time.Since(t0) - out.Timings.Run - out.Timings.Read
+	var transcript []byte
+	if b, kind, _ := workspace.ReadFileFrom(sb.ws.QueryDir(), filepath.Join(l.Out, l.Transcript), l.TranscriptBytes); kind == isolate.KindOK {
+		transcript = b
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := sb.Destroy(dctx); err != nil {
+		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("gvisor: destroy enclave after %s: %v", out.Kind, err), Timings: out.Timings}, nil
+	}
+	return out, transcript
+}
+
+// concludeEnclave is Workspace.Conclude for an enclave: the limit
+// relabelling, then the result read from the out tmpfs.
+func (s *sandbox) concludeEnclave(o isolate.Outcome) isolate.Outcome {
+	s.ws.RelabelLimits(&o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
+	if o.Kind != isolate.KindOK {
+		return o
+	}
+	t1 := time.Now()
+	b, kind, err := workspace.ReadFileFrom(s.ws.QueryDir(), filepath.Join(s.enc.Out, s.enc.Result), s.t.Limits.OutputBytes)
+	o.Timings.Read = time.Since(t1)
+	if kind != isolate.KindOK {
+		o.Kind, o.Detail = kind, err.Error()
+		return o
+	}
+	o.Output = b
+	return o
+}
+
+// renderEnclave replaces a query's /query, /query/repo and /awf in the
+// bundle by the enclave's layout: the directory staged in the workspace
+// and bound read-only, each bind read-only (noexec but for the loop), and
+// the workspace's /query tmpfs bound at l.Out; the process gets the
+// layout's environment and /tmp as its directory.
+func renderEnclave(l enclave.Layout, ws *workspace.Workspace, s *specs.Spec) error {
+	host := ws.Path("enclave")
+	if err := l.Stage(host); err != nil {
+		return err
+	}
+	if s.Process.User.UID == 0 || s.Process.User.GID == 0 {
+		return errors.New("enclave: the sandbox user is root")
+	}
+	ms := slices.DeleteFunc(slices.Clone(s.Mounts), func(m specs.Mount) bool {
+		return m.Destination == isolate.QueryDir || m.Destination == isolate.RepoDir || m.Destination == isolate.ScriptDir
+	})
+	ro := []string{"rbind", "ro", "nosuid", "nodev"}
+	ms = append(ms, specs.Mount{Destination: l.Dir, Type: "bind", Source: host, Options: append(slices.Clone(ro), "noexec")})
+	for _, b := range l.Binds {
+		opts := slices.Clone(ro)
+		if !b.Exec {
+			opts = append(opts, "noexec")
+		}
+		ms = append(ms, specs.Mount{Destination: b.Path, Type: "bind", Source: b.Source, Options: opts})
+	}
+	ms = append(ms, specs.Mount{Destination: l.Out, Type: "bind", Source: ws.QueryDir(), Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
+	s.Mounts = ms
+	proc := *s.Process
+	proc.Env = slices.Clone(l.Env)
+	proc.Cwd = isolate.TmpDir
+	s.Process = &proc
+	return nil
+}
