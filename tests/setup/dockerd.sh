@@ -6,13 +6,16 @@
 # bridge, no iptables rules, no masquerading, no IPv6, no userland proxy, and it
 # listens on no TCP port. start is idempotent and waits until the Engine answers;
 # stop kills the daemon (and the containerd it started) and removes its state.
+# AWF_DOCKERD_RUN_DIR, AWF_DOCKERD_DATA_ROOT and AWF_DOCKERD_CGROUP_PARENT give
+# a second, independent Engine (the fault tests kill theirs).
 set -euo pipefail
 
-RUN_DIR=/run/awf-test-docker
+RUN_DIR=${AWF_DOCKERD_RUN_DIR:-/run/awf-test-docker}
 SOCK=$RUN_DIR/docker.sock
 PIDFILE=$RUN_DIR/dockerd.pid
 EXEC_ROOT=$RUN_DIR/exec
-DATA_ROOT=/var/lib/awf-test-docker
+DATA_ROOT=${AWF_DOCKERD_DATA_ROOT:-/var/lib/awf-test-docker}
+CGROUP_PARENT=${AWF_DOCKERD_CGROUP_PARENT:-awf-test-docker}
 LOG=$RUN_DIR/dockerd.log
 CONFIG=$RUN_DIR/daemon.json
 READY_TIMEOUT=${AWF_DOCKERD_READY_TIMEOUT:-60}
@@ -74,7 +77,7 @@ start() {
     --ipv6=false \
     --userland-proxy=false \
     --exec-opt "native.cgroupdriver=$(cgroup_driver)" \
-    --cgroup-parent awf-test-docker \
+    --cgroup-parent "$CGROUP_PARENT" \
     --storage-driver overlay2 \
     --log-level warn \
     </dev/null >>"$LOG" 2>&1 &
@@ -120,7 +123,7 @@ stop() {
   done < <(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" '$5 ~ "^"a || $5 ~ "^"b {print $5}' /proc/self/mountinfo | sort -r)
   rm -rf "$RUN_DIR" "$DATA_ROOT"
   # The daemon's parent cgroup (--cgroup-parent), once empty.
-  rmdir /sys/fs/cgroup/*/awf-test-docker /sys/fs/cgroup/awf-test-docker 2>/dev/null || true
+  rmdir /sys/fs/cgroup/*/"$CGROUP_PARENT" /sys/fs/cgroup/"$CGROUP_PARENT" 2>/dev/null || true
   echo "dockerd.sh: stopped"
 }
 

@@ -1,0 +1,203 @@
+package faults
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
+)
+
+// engine is a private Docker Engine of this test alone (tests/setup/
+// dockerd.sh with its own run directory, data root and cgroup parent), so
+// that killing it touches no other test's Engine.
+type engine struct {
+	env            []string
+	sock, run, tag string
+}
+
+func newEngine(t *testing.T) *engine {
+	t.Helper()
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		t.Skip("BLOCKED: dockerd is not installed on this host; the dockerd kill cases cannot run")
+	}
+	tag := fmt.Sprintf("awf-faults-docker-%d", os.Getpid())
+	e := &engine{run: "/run/" + tag, tag: tag}
+	e.sock = filepath.Join(e.run, "docker.sock")
+	e.env = append(fixture.BaseEnv(), "AWF_DOCKERD_RUN_DIR="+e.run, "AWF_DOCKERD_DATA_ROOT=/var/lib/"+tag, "AWF_DOCKERD_CGROUP_PARENT="+tag)
+	t.Cleanup(func() { e.script(t, "stop") })
+	return e
+}
+
+func (e *engine) script(t *testing.T, verb string) {
+	t.Helper()
+	cmd := exec.Command("../setup/dockerd.sh", verb)
+	cmd.Env = e.env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "dockerd.sh %s: %s", verb, out)
+}
+
+// pid is the Engine's dockerd process.
+func (e *engine) pid(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.run, "dockerd.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return pid
+}
+
+// kill kills dockerd with SIGKILL and waits until it is gone.
+func (e *engine) kill(t *testing.T) {
+	t.Helper()
+	pid := e.pid(t)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(b), ") Z")
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestKillDockerd: kill -9 of the Engine's dockerd at each phase of a
+// docker run. The agent sees canonical bytes only (and, killed at staging,
+// no agent starts at all); every answer is in the audit log; the run does
+// not report success; within 2 s no awf process, mount, cgroup or socket of
+// the run is left, only its private root, kept because its containers
+// could not be swept; and once the Engine is back, the next awf run's
+// start-up sweep reclaims that root and the run's containers.
+func TestKillDockerd(t *testing.T) {
+	for _, phase := range []string{phaseStaging, phaseReady, phaseMidQuery, phaseTeardown} {
+		t.Run(phase, func(t *testing.T) {
+			e := newEngine(t)
+			e.script(t, "start")
+			script := agentScript(t, "")
+			g := newGates(script)
+			var body string
+			switch phase {
+			case phaseStaging, phaseReady:
+				body = "echo started\n" + g.wait(1) + queryLine(0) + "echo after\n"
+			case phaseMidQuery:
+				body = "echo started\n" + queryLine(20) + "echo after\n"
+			case phaseTeardown:
+				body = "echo started\n" + queryLine(0) + "echo bye\n"
+			}
+			require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755))
+			var id string
+			forceReclaim(t, &id)
+			r := startRun(t, configOn(t, "docker", e.sock, 8, "public", "", 30), script)
+			id = r.runID(t)
+			switch phase {
+			case phaseStaging:
+				r.waitStderr(t, "awf: staging")
+			case phaseReady:
+				r.waitStdout(t, "started")
+			case phaseMidQuery:
+				r.waitStdout(t, "started")
+				require.Eventually(t, func() bool { return len(containers(t, e.sock, id)) > 0 }, time.Minute, 10*time.Millisecond)
+			case phaseTeardown:
+				r.waitStdout(t, "bye")
+			}
+			e.kill(t)
+			if phase == phaseStaging || phase == phaseReady {
+				_ = os.WriteFile(filepath.Join(g.dir, "gate1"), nil, 0o644)
+			}
+			code := r.wait(t, 3*time.Minute)
+			t.Logf("awf run exited %d; stderr:\n%s", code, r.stderr.String())
+			// With its Engine gone the run cannot sweep its containers: it
+			// fails (never success) and keeps only its private root, for
+			// the next start-up sweep.
+			assert.NotEqual(t, 0, code, "a run that could not sweep its runtime reported success")
+			assertOnlyRootKept(t, id, time.Now())
+			out := r.stdout.String()
+			assertCanonical(t, out, "started", "after", "bye")
+			resp := queryResponses(out)
+			recs := audit(t, id)
+			why := reasons(answered(recs))
+			t.Logf("agent saw %v; audit recorded %v; events %v", resp, why, events(recs))
+			assert.Len(t, why, len(resp), "one audit record per answer")
+			switch phase {
+			case phaseStaging:
+				// Whether the broker or the agent notices first, the run
+				// fails closed: the agent either never starts or gets the
+				// canonical error.
+				for _, x := range resp {
+					assert.Equal(t, errorEnv, x)
+				}
+				assert.NotEqual(t, 0, code)
+			case phaseReady, phaseMidQuery:
+				assert.Equal(t, []string{errorEnv}, resp)
+				assert.NotEqual(t, "invocation", why[0])
+			case phaseTeardown:
+				assert.Equal(t, []string{okTrue}, resp)
+			}
+			// With its Engine dead awf cannot stop a container; what still
+			// runs of one (under the Engine's cgroup parent) is logged.
+			t.Logf("processes under the dead Engine's cgroup parent after the run: %v", engineProcs(e.tag))
+			switch phase {
+			case phaseStaging:
+				assert.Contains(t, events(recs), "startup-failed")
+				assert.NotContains(t, events(recs), "listening")
+			default:
+				assert.Contains(t, events(recs), "listening")
+			}
+			// The Engine back, the next awf run's start-up sweep reclaims
+			// the kept root and the run's containers on that Engine.
+			e.script(t, "start")
+			next := startRun(t, configOn(t, "docker", e.sock, 8, "public", "", 30), agentScript(t, "echo started\n"))
+			// (Any awf run's sweep may be the one: other runs share the host.)
+			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
+			assertNothingLeft(t, id, time.Now())
+			assert.Empty(t, containers(t, e.sock, id), "containers of run %s left on the Engine", id)
+			nid := next.runIDAfter(t)
+			assertNothingLeft(t, nid, time.Now())
+			assert.Empty(t, containers(t, e.sock, nid))
+		})
+	}
+}
+
+// engineProcs lists the processes in a cgroup below the Engine's cgroup
+// parent tag: its containers'.
+func engineProcs(tag string) []string {
+	var out []string
+	for _, p := range procs() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		if strings.Contains(string(b), "/"+tag+"/") {
+			out = append(out, fmt.Sprintf("%d %.80s", p, cmdline(p)))
+		}
+	}
+	return out
+}
+
+// assertOnlyRootKept is assertNothingLeft, except for the run's private
+// root directory, which a run whose sweep failed keeps for the next
+// start-up sweep.
+func assertOnlyRootKept(t *testing.T, runID string, since time.Time) {
+	t.Helper()
+	root := "directory " + filepath.Join(privateBase, runID)
+	var left []string
+	for {
+		left = left[:0]
+		for _, x := range leftovers(runID) {
+			if x != root {
+				left = append(left, x)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Since(since) > leftoverBound {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%d things of run %s left %v after the fault:\n  %s", len(left), runID, leftoverBound, strings.Join(left, "\n  "))
+}

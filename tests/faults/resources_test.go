@@ -1,0 +1,326 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
+)
+
+// Helpers of the resource fault cases (full disk, rootfs removed, wedged
+// runtime, sequential leaks): an awf run in a mount namespace of its own,
+// gates the agent waits on, and what the run holds while it lives.
+
+// configWith writes an awf config like writeConfig, for a repository of
+// the given sensitivity (public is unmetered: many queries fit) on the
+// rootfs at rfs ("" = the suite's).
+func configWith(t *testing.T, rt string, maxInvocations int, sensitivity, rfs string, timeout int) string {
+	t.Helper()
+	sock := ""
+	if rt == "docker" {
+		sock = testDockerSocket(t)
+	}
+	return configOn(t, rt, sock, maxInvocations, sensitivity, rfs, timeout)
+}
+
+// configOn is configWith with the docker runtime on the Engine at sock.
+func configOn(t *testing.T, rt, sock string, maxInvocations int, sensitivity, rfs string, timeout int) string {
+	t.Helper()
+	if rfs == "" {
+		rfs = rootfsDir
+	}
+	b := map[string]any{
+		"enabled":        true,
+		"runtime":        rt,
+		"timeout":        timeout,
+		"maxInvocations": maxInvocations,
+		"privateRepos":   []map[string]any{{"repo": "demo/app", "sensitivity": sensitivity, "source": repoDir}},
+		"rootfs":         map[string]any{"path": rfs, "digest": rootfsHash},
+	}
+	if sock != "" {
+		b["dockerSocket"] = sock
+	}
+	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
+}
+
+// testDockerSocket is the private Engine's socket (AWF_TEST_DOCKER_SOCKET;
+// make test starts it with tests/setup/dockerd.sh).
+func testDockerSocket(t *testing.T) string {
+	t.Helper()
+	sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
+	fi, err := os.Stat(sock)
+	require.True(t, sock != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
+		"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start (make test does)", sock)
+	return sock
+}
+
+// allRuntimes are runtimes(t) and docker, on the private Engine, where
+// dockerd is installed.
+func allRuntimes(t *testing.T) []string {
+	rts := runtimes(t)
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		t.Log("BLOCKED: dockerd is not installed on this host; the docker cases cannot run")
+		return rts
+	}
+	return append(rts, "docker")
+}
+
+// containers lists the containers of the Engine at sock that carry run
+// runID's label, running or not.
+func containers(t *testing.T, sock, runID string) []string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	f := url.QueryEscape(`{"label":["awf.run=` + runID + `"]}`)
+	resp, err := c.Get("http://docker/containers/json?all=1&filters=" + f)
+	require.NoError(t, err, "the Engine at %s", sock)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var list []struct {
+		ID    string   `json:"Id"`
+		Names []string `json:"Names"`
+		State string   `json:"State"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	var out []string
+	for _, x := range list {
+		out = append(out, fmt.Sprintf("container %.12s %v %s", x.ID, x.Names, x.State))
+	}
+	return out
+}
+
+// assertNothingLeftOn is assertNothingLeft, and for docker also no
+// container of the run on the private Engine.
+func assertNothingLeftOn(t *testing.T, rt, runID string, since time.Time) {
+	t.Helper()
+	assertNothingLeft(t, runID, since)
+	if rt == "docker" {
+		assert.Empty(t, containers(t, testDockerSocket(t), runID), "containers of run %s left on the Engine", runID)
+	}
+}
+
+var regexpBroker = regexp.MustCompile(`awf broker --serve `)
+
+// startRunPrivate starts awf run like startRun, but in a private mount
+// namespace where mountPrivate (a shell line, "" for none) runs first: a
+// small tmpfs over the private base, say. Only this run sees it, so the
+// other runs of the host are neither filled nor swept. The namespace, and
+// every mount in it, dies with the run's last process.
+func startRunPrivate(t *testing.T, cfg, script, mountPrivate string) *run {
+	t.Helper()
+	sh := "set -e\n" + mountPrivate + "\nexec " + awfBin + ` run --config "$1" -- /bin/sh "$2"` + "\n"
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", sh, "awf-faults", cfg, script)
+	cmd.Dir = "/"
+	cmd.Env = fixture.BaseEnv()
+	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	go func() { r.err = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-r.done
+	})
+	return r
+}
+
+// gates are files the agent script waits for, in the script's own
+// directory (the agent can read it): the test opens gate n when it is done
+// with what it checks at that point.
+type gates struct{ dir string }
+
+func newGates(script string) gates { return gates{dir: filepath.Dir(script)} }
+
+// wait is the shell line that blocks the agent until gate n is open.
+func (g gates) wait(n int) string {
+	return fmt.Sprintf("while [ ! -e %s/gate%d ]; do sleep 0.02; done\n", g.dir, n)
+}
+
+func (g gates) open(t *testing.T, n int) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(g.dir, fmt.Sprintf("gate%d", n)), nil, 0o644))
+}
+
+// privateDir is the run's private root as the awf run process pid sees it
+// (through its root, so also inside a private mount namespace).
+func privateDir(pid int, runID string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", pid), privateBase, runID)
+}
+
+// queryResponses returns the responses the agent printed, in order.
+func queryResponses(stdout string) []string {
+	var out []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if r, ok := strings.CutPrefix(l, "Q "); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// answered returns the audit records that answer a counted request (an
+// invocation, or a failure of one invocation), in order.
+func answered(recs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		id, _ := r["invocationId"].(string)
+		if (r["kind"] == "invocation" || r["kind"] == "failure") && len(id) == 24 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// reasons returns the kind, or for a failure its reason, of each record.
+func reasons(recs []map[string]any) []string {
+	var out []string
+	for _, r := range recs {
+		if r["kind"] == "failure" {
+			out = append(out, r["reason"].(string))
+		} else {
+			out = append(out, r["kind"].(string))
+		}
+	}
+	return out
+}
+
+// holdings is what a live run holds, counted from outside: its processes,
+// the open fds of its awf, watchdog and broker processes, its mounts (in
+// the broker's mount namespace, where sandboxes are built), its cgroups,
+// and the bytes under its private root outside the audit directory (which
+// grows by design, one record per answer).
+type holdings struct {
+	procs, fds, mounts, cgroups int
+	privateBytes                int64
+	detail                      []string
+}
+
+func (h holdings) String() string {
+	return fmt.Sprintf("procs=%d fds=%d mounts=%d cgroups=%d privateBytes=%d", h.procs, h.fds, h.mounts, h.cgroups, h.privateBytes)
+}
+
+func measure(t *testing.T, awfPid int, runID string) holdings {
+	t.Helper()
+	var h holdings
+	broker := findProc(t, runID, regexpBroker)
+	for _, p := range procs() {
+		if p == os.Getpid() {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		if bytes.Contains([]byte(cmdline(p)), []byte(runID)) || bytes.Contains(b, []byte(runID)) || p == awfPid {
+			if strings.HasPrefix(cmdline(p), "sleep ") {
+				continue // the agent's own poll of its gate
+			}
+			h.procs++
+			h.detail = append(h.detail, fmt.Sprintf("proc %d %.80s", p, cmdline(p)))
+			if p == awfPid || p == broker || strings.Contains(cmdline(p), "run --watchdog") {
+				ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+				h.fds += len(ents)
+			}
+		}
+	}
+	// The broker may share the host's mount namespace with other runs:
+	// only the mounts that name this run (all of its own do) count.
+	mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", broker))
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, runID) {
+			h.mounts++
+			h.detail = append(h.detail, "mount "+strings.Fields(l)[4])
+		}
+	}
+	for _, m := range cgroupMounts() {
+		_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if strings.Contains(d.Name(), runID) {
+				h.cgroups++
+				h.detail = append(h.detail, "cgroup "+p)
+			}
+			return nil
+		})
+	}
+	root := privateDir(awfPid, runID)
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && d.Name() == "audit" && filepath.Dir(p) == root {
+			return filepath.SkipDir
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			h.privateBytes += fi.Size()
+		}
+		return nil
+	})
+	return h
+}
+
+// waitSandboxGone waits until no sandbox process of the run is left (the
+// last query's sandbox is destroyed before its answer, but a poll may land
+// just before the kernel reaps it).
+func waitSandboxGone(t *testing.T, runID string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(sandboxProcs(runID)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"a sandbox of run %s outlived its answer", runID)
+}
+
+// forceReclaim registers a clean-up that, if run runID's private root is
+// still there when the test ends (it failed before the next run's start-up
+// sweep), removes by force what of the run is left: its mounts, cgroups,
+// private root and ingress directory. A kept root whose runtime cannot be
+// swept (its Engine stopped with the test) would otherwise stop every later
+// awf run's orphan sweep on this shared host. id is read when the clean-up
+// runs.
+func forceReclaim(t *testing.T, id *string) {
+	t.Cleanup(func() {
+		if *id == "" {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(privateBase, *id)); err != nil {
+			return
+		}
+		t.Logf("force-reclaiming run %s after a failure", *id)
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		var mounts []string
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], *id) {
+				mounts = append(mounts, f[4])
+			}
+		}
+		for i := len(mounts) - 1; i >= 0; i-- {
+			_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+		}
+		for _, m := range cgroupMounts() {
+			_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() && strings.Contains(d.Name(), *id) {
+					_ = os.Remove(p)
+					return filepath.SkipDir
+				}
+				return nil
+			})
+		}
+		_ = exec.Command("chmod", "-R", "u+w", filepath.Join(privateBase, *id)).Run()
+		_ = os.RemoveAll(filepath.Join(privateBase, *id))
+		_ = os.RemoveAll(filepath.Join(ingressBase, *id))
+	})
+}
