@@ -389,3 +389,33 @@ rm -f /tmp/q.$$.py
 	assert.Contains(t, audit, "bit-budget-exhausted")
 	assertRunRemoved(t, res.stderr)
 }
+
+// TestBoundedAgentEnclaveConfinement runs on each enclave runtime: a model
+// that asks the loop for files outside the seed (the loop's own config,
+// which holds the capability, by a relative and an absolute path, and the
+// host's /etc/passwd) gets error results, never their bytes, and still
+// answers after a real inspection. The network side (every address but the
+// proxy unreachable, by each layer alone) is awf isolate verify --enclave,
+// which runs the probe in the same enclave.
+func TestBoundedAgentEnclaveConfinement(t *testing.T) {
+	for _, rt := range []string{"direct", "gvisor"} {
+		t.Run(rt, func(t *testing.T) {
+			read := func(p string) fakeprovider.Turn {
+				return fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "read_file", Args: map[string]any{"path": p}}
+			}
+			fake := fakeprovider.New(t, read("../loop.json"), read("/enclave/loop.json"), read("../../etc/passwd"),
+				fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "list_files", Args: map[string]any{"path": "."}},
+				fakeprovider.Turn{Kind: fakeprovider.Finish})
+			res := runAgents(t, fake, agentRunConfig(t, fake, "public", map[string]any{"runtime": rt, "maxModelRequests": 6}),
+				agentAsk(t, [2]string{`{"type":"boolean"}`, "Is there a README?"}))
+			assert.Equal(t, `{"status":"ok","result":true} EXIT0`, lines(res.stdout)["ANSWER0"], "stderr:\n%s", res.stderr)
+			reqs := fake.Requests()
+			require.Equal(t, 5, len(reqs))
+			last := string(reqs[len(reqs)-1].Body)
+			for _, leak := range []string{"awf-cap-", "capability", "root:x:0"} {
+				assert.NotContains(t, last, leak, "a file outside the seed reached the provider")
+			}
+			assertRunRemoved(t, res.stderr)
+		})
+	}
+}
