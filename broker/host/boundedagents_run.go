@@ -335,8 +335,11 @@ func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, t
 // stop kills in-flight invocations at once, sweeps and closes the audit log.
 func (as *agentServer) stop(ctx context.Context) error {
 	if as.srv != nil {
-		sctx, cancel := context.WithCancel(context.Background())
-		cancel()
+		// As Serve shuts the query server down: a moment of grace only to
+		// see that nothing was in flight (a done context would always
+		// report a kill).
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownSettle)
+		defer cancel()
 		as.audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", as.b.Used()))
 		if err := as.srv.Shutdown(sctx); err != nil {
 			as.audit.Lifecycle(broker.LifecycleCancelled, "in-flight invocations killed at shutdown")
