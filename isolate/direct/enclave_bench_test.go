@@ -1,0 +1,71 @@
+package direct_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/isolate/isolatetest"
+)
+
+// BenchmarkEnclaveOverhead is a bounded agent's start-to-result overhead
+// on direct, without model time: per op, a fresh enclave network, the
+// loop in a fresh enclave answering after two model requests to a local
+// provider that answers at once, the read-back, the teardown of both;
+// minus the time the provider spent answering. A bounded query (the
+// trivial script) runs interleaved in the same op, for the side-by-side
+// medians (ms).
+func BenchmarkEnclaveOverhead(b *testing.B) {
+	ctx := context.Background()
+	f := isolatetest.NewEnclaveFixture(ctx, b)
+	runID := newRunID()
+	rt, err := direct.Open(isolate.HostConfig{RunID: runID, StateDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	repo := seedRepo(b)
+	e := newEnv(b)
+	tpl := e.template(b, repo)
+	var agent, overhead, run, start, network, query []time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		n, err := enclave.New(ctx, enclave.Options{RunID: runID, Name: fmt.Sprint(i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tn := time.Since(t0)
+		p := isolatetest.ServeLoopProvider(n)
+		o, _ := f.Run(ctx, b, runID, n, rt.RunEnclave)
+		p.Close()
+		tc := time.Now()
+		if err := n.Close(); err != nil {
+			b.Fatal(err)
+		}
+		network = append(network, tn+time.Since(tc))
+		d := time.Since(t0)
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("enclave: %s: %s %s", o.Kind, o.Detail, o.Stderr)
+		}
+		agent = append(agent, d)
+		overhead = append(overhead, d-p.Model())
+		run = append(run, o.Timings.Run)
+		start = append(start, o.Timings.Start)
+		t1 := time.Now()
+		q := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
+		query = append(query, time.Since(t1))
+		if q.Kind != isolate.KindOK {
+			b.Fatalf("query: %s: %s", q.Kind, q.Detail)
+		}
+	}
+	report(b, "agent-ms", agent)
+	report(b, "overhead-ms", overhead)
+	report(b, "loop-run-ms", run)
+	report(b, "sandbox-start-ms", start)
+	report(b, "network-ms", network)
+	report(b, "query-ms", query)
+}
