@@ -17,7 +17,9 @@ work=$(mktemp -d /tmp/awf-demo.XXXXXX)
 chmod 755 "$work"
 demo_user=awf-demo
 created_user=
+provider_pid=
 cleanup() {
+  if [ -n "$provider_pid" ]; then exec 9>&-; wait "$provider_pid" 2>/dev/null || true; fi
   rm -rf "$work"
   if [ -n "$created_user" ]; then userdel "$demo_user" 2>/dev/null || true; fi
 }
@@ -53,6 +55,17 @@ if ! id "$demo_user" >/dev/null 2>&1; then
   created_user=1
 fi
 echo "the agent runs as '$demo_user' (uid $(id -u "$demo_user")): no capabilities, no view of the repository"
+# The bounded agent's provider: a scripted fake (tests/demo/provider) on
+# loopback, behind the real API proxy. It is not a model.
+(cd "$here" && CGO_ENABLED=0 GOFLAGS= go build -o "$work/provider" ./tests/demo/provider)
+mkfifo "$work/provider.in"
+"$work/provider" "$work/provider-ca.pem" < "$work/provider.in" > "$work/provider.url" &
+provider_pid=$!
+exec 9> "$work/provider.in"
+for _ in $(seq 50); do [ -s "$work/provider.url" ] && break; sleep 0.1; done
+provider_url=$(cat "$work/provider.url")
+[ -n "$provider_url" ] || { echo "demo: the fake provider did not start" >&2; exit 1; }
+echo "bounded agents ask a SCRIPTED FAKE PROVIDER at $provider_url (not a model) through the real API proxy"
 cfg="$work/awf.json"
 cat > "$cfg" <<EOF
 {
@@ -65,7 +78,17 @@ cat > "$cfg" <<EOF
     "timeout": 30,
     "maxInvocations": 16
   },
-  "agent": { "user": "$demo_user" }
+  "agent": { "user": "$demo_user" },
+  "apiProxy": { "targets": { "openai": { "baseUrl": "$provider_url" } } },
+  "boundedAgents": {
+    "enabled": true,
+    "privateRepos": [
+      { "repo": "example-org/example-service", "sensitivity": "internal", "source": "$repo" }
+    ],
+    "runtime": "direct",
+    "model": "gpt-4o-mini",
+    "timeout": 30
+  }
 }
 EOF
 cat "$cfg"
@@ -124,13 +147,24 @@ EOF
 ask "Is there a Dockerfile? (this script crashes: the answer is the one error)" '{"type":"boolean"}' <<'EOF'
 open('/query/repo/Dockerfile').read()   # no such file: the script fails
 EOF
+
+# A bounded agent: a fixed model loop reads the repository in an enclave
+# whose only peer is the API proxy. Here the "model" is the demo's scripted
+# fake provider, so the answer shows the path, not a judgment.
+t0=$(date +%s%N)
+answer=$(printf 'Does the README describe what the service does?' | bounded-agent --repo "$R" --schema '{"type":"boolean"}')
+t1=$(date +%s%N)
+printf '\nQ6. Does the README describe what the service does? (bounded agent; FAKE PROVIDER, not a model)\n    schema:  {"type":"boolean"}\n    answer:  %s   (after %d ms)\n' "$answer" $(( (t1-t0)/1000000 ))
 AGENT
 chmod 755 "$agent"
-echo "$agent asks: a boolean, an enum, an integer, an object, and one that errors"
+echo "$agent asks: a boolean, an enum, an integer, an object, one that errors, and one bounded-agent question"
 
 say "4. awf run: preflight, staging, broker, agent, teardown"
 cd /
-DEMO_REPO="$repo" "$awf" run --config "$cfg" -- /bin/sh "$agent" 2>&1 | tee "$work/awf.out"
+# The key is a placeholder: the fake provider checks none. SSL_CERT_FILE
+# makes the fake's CA the API proxy's only root.
+DEMO_REPO="$repo" OPENAI_API_KEY=sk-demo-fake-provider SSL_CERT_FILE="$work/provider-ca.pem" \
+  "$awf" run --config "$cfg" -- /bin/sh "$agent" 2>&1 | tee "$work/awf.out"
 archive=$(sed -n 's/^awf: audit log kept in //p' "$work/awf.out" | tail -1)
 [ -n "$archive" ] || { echo "demo: awf run kept no audit log" >&2; exit 1; }
 
@@ -138,3 +172,7 @@ say "5. What the operator sees: the protected audit log ($archive)"
 "$awf" audit summary "$archive" --format text
 echo
 echo "${dim}Seeds, the private root, the socket and the sandboxes are gone; the audit log stays in $archive.${off}"
+echo
+echo "To ask a real model instead of the fake provider: drop apiProxy.targets.openai.baseUrl from the"
+echo "configuration, export OPENAI_API_KEY with your key, and read the provider-disclosure section of"
+echo "docs/bounded-agents.md first: the provider sees the repository content the loop reads."
