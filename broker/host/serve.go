@@ -94,6 +94,10 @@ func runtimeState(err error) (state, category string) {
 	return broker.StateUnavailable, "query-runtime-unavailable"
 }
 
+// shutdownSettle is how long Serve's shutdown waits for connections that
+// are already done to be counted as such, before it kills in-flight jobs.
+const shutdownSettle = 100 * time.Millisecond
+
 // ShutdownGrace bounds how long a stopping broker waits for in-flight jobs.
 const ShutdownGrace = 15 * time.Second
 
@@ -292,9 +296,11 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", b.Used()))
 	// The broker stops when the agent is gone or awf was interrupted: an
 	// in-flight query has nobody left to answer, so it is killed now (the
-	// sandboxes are swept below) rather than waited for.
-	sctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	// sandboxes are swept below) rather than waited for. The moment of
+	// grace only lets Shutdown see that nothing was in flight: with a
+	// context already done it could report a kill that did not happen.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownSettle)
+	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		audit.Lifecycle(broker.LifecycleCancelled, "in-flight queries killed at shutdown")
 	}

@@ -324,3 +324,23 @@ func forceReclaim(t *testing.T, id *string) {
 		_ = os.RemoveAll(filepath.Join(ingressBase, *id))
 	})
 }
+
+// waitStdoutWithin is run.waitStdout with a deadline of d (waitStdout's
+// is fixed): for a run that does many queries first.
+func waitStdoutWithin(t *testing.T, r *run, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(r.stdout.String(), s) {
+		select {
+		case <-r.done:
+			if strings.Contains(r.stdout.String(), s) {
+				return
+			}
+			t.Fatalf("awf run exited before the agent printed %s\nstderr:\n%s", s, r.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not print %s within %v\nstderr:\n%s", s, d, r.stderr.String())
+		}
+	}
+}

@@ -49,7 +49,7 @@ func TestSequentialQueriesLeakNothing(t *testing.T) {
 			before := measure(t, r.cmd.Process.Pid, id)
 			started := time.Now()
 			g.open(t, 1)
-			r.waitStdout(t, "done")
+			waitStdoutWithin(t, r, "done", time.Duration(n)*5*time.Second)
 			took := time.Since(started)
 			waitSandboxGone(t, id)
 			after := measure(t, r.cmd.Process.Pid, id)
