@@ -301,7 +301,11 @@ func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, t
 	if err := buildEnclaveRoot(ctx, root); err != nil {
 		return as, err
 	}
-	sandbox := backendSandbox(as.rt, root)
+	loopPolicy, err := policy.AgentLoop()
+	if err != nil {
+		return as, fmt.Errorf("bounded agents: %w", err)
+	}
+	sandbox := backendSandbox(as.rt, root, loopPolicy)
 	if sandbox == nil {
 		return as, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
 	}

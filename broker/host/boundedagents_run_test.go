@@ -16,6 +16,7 @@ import (
 	"github.com/awf-project/awf/broker/apiproxy"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/policy"
 )
 
 const agentRunDoc = `{"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/q","sensitivity":"internal","source":"/srv/q"}]},
@@ -153,8 +154,10 @@ func TestNewAgentBroker(t *testing.T) {
 }
 
 func TestBackendSandboxNeedsAnEnclaveBackend(t *testing.T) {
-	assert.Nil(t, backendSandbox(&queryOnly{}, "/r"), "a runtime that renders no enclave layout has no sandbox")
-	assert.Nil(t, backendSandbox(&enclaveFake{}, "/r"), "a broker-level enclave runner is not a backend")
+	pol, err := policy.AgentLoop()
+	require.NoError(t, err)
+	assert.Nil(t, backendSandbox(&queryOnly{}, "/r", pol), "a runtime that renders no enclave layout has no sandbox")
+	assert.Nil(t, backendSandbox(&enclaveFake{}, "/r", pol), "a broker-level enclave runner is not a backend")
 }
 
 func TestEnclaveLayout(t *testing.T) {

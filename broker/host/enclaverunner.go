@@ -12,6 +12,7 @@ import (
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/policy"
 )
 
 // listenerHandoff is the API proxy's control channel as the enclave
@@ -91,6 +92,9 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 	return r.sandbox(ctx, t, e)
 }
 
+// gvisorName is the gvisor runtime's name (isolate/gvisor.Name).
+const gvisorName = "gvisor"
+
 // enclaveBackend is a runtime that renders an enclave's layout: the
 // direct and gvisor runtimes.
 type enclaveBackend interface {
@@ -102,11 +106,12 @@ type enclaveBackend interface {
 var enclaveRootDirs = []string{"/enclave"}
 
 // backendSandbox is rt's enclaveSandbox, or nil when rt renders no
-// enclave. root is the loop's minimal root (buildEnclaveRoot): the
-// template's query root is never an enclave's.
-func backendSandbox(rt isolate.Runtime, root string) enclaveSandbox {
+// enclave. root is the loop's minimal root (buildEnclaveRoot) and pol the
+// loop's seccomp policy (policy.AgentLoop): the template's query root and
+// python3 policy are never an enclave's.
+func backendSandbox(rt isolate.Runtime, root string, pol *policy.Policy) enclaveSandbox {
 	b, ok := rt.(enclaveBackend)
-	if !ok {
+	if !ok || pol == nil {
 		return nil
 	}
 	return func(ctx context.Context, t isolate.Template, e broker.Enclave) broker.EnclaveOutcome {
@@ -116,11 +121,18 @@ func backendSandbox(rt isolate.Runtime, root string) enclaveSandbox {
 		// No overlay and no writable copy: the seed is a read-only bind.
 		t.RootFS, t.Repo, t.Limits = root, "", e.Limits
 		t.Limits.OutputBytes = e.ResultBytes
-		// The loop's seccomp layer is not in place (awf isolate verify
-		// --enclave reports enclave/policy as FAIL): until its reviewed
-		// policy exists the enclave runs as the network probe does, without
-		// a filter; the network layers alone confine it.
-		t.Weaken = isolate.Weakening{NoSeccomp: true}
+		// The loop's own reviewed policy: TCP/IPv4 stream sockets only, no
+		// raw, packet, netlink or vsock socket.
+		t.Policy, t.Weaken = pol, isolate.Weakening{}
+		if rt.Name() == gvisorName {
+			// Under agent-loop.policy the loop's first list_files never
+			// returns on gVisor (the wall limit kills it): until the policy
+			// or the loop's gVisor path is fixed, gvisor enclaves run
+			// without the filter, as awf isolate verify --enclave's probe did
+			// before the policy existed. The Sentry is the syscall boundary
+			// and the namespace and link filter the network's.
+			t.Weaken = isolate.Weakening{NoSeccomp: true}
+		}
 		out, transcript := b.RunEnclave(ctx, t, enclaveLayout(e), isolate.Job{InvocationID: e.InvocationID, Argv: e.Argv})
 		return broker.EnclaveOutcome{Outcome: out, Transcript: transcript}
 	}
