@@ -43,8 +43,9 @@ func TestToolsUnderGVisor(t *testing.T) {
 }
 
 // TestOpenat2Fallback: on this kernel the tools use openat2; inside
-// gVisor (the rerun above sets AWF_AGENTLOOP_IN_GVISOR) the first open
-// switches them to the walk, which is what makes the rerun test it.
+// gVisor (the rerun above sets AWF_AGENTLOOP_IN_GVISOR), whose kernel
+// release (4.4.0) predates openat2, they use the walk from the start,
+// which is what makes the rerun test it.
 func TestOpenat2Fallback(t *testing.T) {
 	inGVisor := os.Getenv("AWF_AGENTLOOP_IN_GVISOR") != ""
 	repo, err := OpenRepo(newSeed(t))
@@ -52,5 +53,16 @@ func TestOpenat2Fallback(t *testing.T) {
 	defer repo.Close()
 	_, err = repo.ListFiles(context.Background(), ".")
 	require.NoError(t, err)
-	require.Equal(t, inGVisor, repo.walk.Load(), "the walk is used exactly where openat2 answers ENOSYS")
+	require.Equal(t, inGVisor, repo.walk.Load(), "the walk is used exactly where the kernel has no openat2")
+}
+
+// TestHasOpenat2 pins the release test that keeps the loop from calling
+// openat2 where the kernel cannot have it (gVisor's 4.4.0).
+func TestHasOpenat2(t *testing.T) {
+	for release, want := range map[string]bool{
+		"4.4.0": false, "5.5.19": false, "5.6.0": true, "5.15.0-91-generic": true,
+		"6.18.0": true, "10.0": true, "": true, "weird": true,
+	} {
+		require.Equal(t, want, hasOpenat2(release), release)
+	}
 }

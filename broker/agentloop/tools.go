@@ -51,9 +51,10 @@ const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 // descriptor; every access is relative to it.
 type Repo struct {
 	root *os.File
-	// walk is set once openat2 has answered ENOSYS (gVisor does not
-	// implement it): opens then go one component at a time, each with
-	// O_NOFOLLOW relative to the previous directory's descriptor.
+	// walk is set when the kernel reports a release older than openat2
+	// (see hasOpenat2), or once openat2 has answered ENOSYS: opens then go
+	// one component at a time, each with O_NOFOLLOW relative to the
+	// previous directory's descriptor.
 	walk atomic.Bool
 }
 
@@ -65,7 +66,28 @@ func OpenRepo(dir string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the repository %s: %w", dir, err)
 	}
-	return &Repo{root: os.NewFile(uintptr(fd), dir)}, nil
+	r := &Repo{root: os.NewFile(uintptr(fd), dir)}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil && !hasOpenat2(unix.ByteSliceToString(u.Release[:])) {
+		r.walk.Store(true)
+	}
+	return r, nil
+}
+
+// hasOpenat2 reports whether a kernel of this release can have openat2
+// (Linux 5.6). A release it cannot parse counts as having it: the ENOSYS
+// fallback in open still applies. The loop must not even try openat2 on
+// an older kernel: gVisor reports 4.4.0 and its syscall table has no
+// openat2, so runsc's OCI seccomp drops the policy's rule for it ("OCI
+// seccomp: ignoring syscall") and the call meets the policy's default
+// kill, which the Sentry applies to the calling thread alone; the loop
+// then hangs until the wall limit instead of falling back.
+func hasOpenat2(release string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return true
+	}
+	return major > 5 || major == 5 && minor >= 6
 }
 
 // Close releases the root descriptor.
