@@ -92,9 +92,6 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 	return r.sandbox(ctx, t, e)
 }
 
-// gvisorName is the gvisor runtime's name (isolate/gvisor.Name).
-const gvisorName = "gvisor"
-
 // enclaveBackend is a runtime that renders an enclave's layout: the
 // direct and gvisor runtimes.
 type enclaveBackend interface {
@@ -122,17 +119,8 @@ func backendSandbox(rt isolate.Runtime, root string, pol *policy.Policy) enclave
 		t.RootFS, t.Repo, t.Limits = root, "", e.Limits
 		t.Limits.OutputBytes = e.ResultBytes
 		// The loop's own reviewed policy: TCP/IPv4 stream sockets only, no
-		// raw, packet, netlink or vsock socket.
+		// raw, packet, netlink or vsock socket, on every backend.
 		t.Policy, t.Weaken = pol, isolate.Weakening{}
-		if rt.Name() == gvisorName {
-			// Under agent-loop.policy the loop's first list_files never
-			// returns on gVisor (the wall limit kills it): until the policy
-			// or the loop's gVisor path is fixed, gvisor enclaves run
-			// without the filter, as awf isolate verify --enclave's probe did
-			// before the policy existed. The Sentry is the syscall boundary
-			// and the namespace and link filter the network's.
-			t.Weaken = isolate.Weakening{NoSeccomp: true}
-		}
 		out, transcript := b.RunEnclave(ctx, t, enclaveLayout(e), isolate.Job{InvocationID: e.InvocationID, Argv: e.Argv})
 		return broker.EnclaveOutcome{Outcome: out, Transcript: transcript}
 	}

@@ -40,7 +40,7 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 		}
 		tn := time.Since(t0)
 		p := isolatetest.ServeLoopProvider(n)
-		o, _ := f.Run(ctx, b, runID, n, rt.RunEnclave, isolate.Weakening{})
+		o, _ := f.Run(ctx, b, runID, n, rt.RunEnclave)
 		p.Close()
 		tc := time.Now()
 		if err := n.Close(); err != nil {

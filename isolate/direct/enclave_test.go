@@ -19,5 +19,5 @@ func TestEnclaveLoopAnswers(t *testing.T) {
 	rt, err := direct.Open(isolate.HostConfig{RunID: runID, StateDir: filepath.Join(t.TempDir(), "state")})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, rt.Close()) }()
-	isolatetest.CheckEnclaveLoop(t, runID, rt.RunEnclave, isolate.Weakening{})
+	isolatetest.CheckEnclaveLoop(t, runID, rt.RunEnclave)
 }

@@ -50,6 +50,10 @@ type Runtime struct {
 	platform string          // chosen by a successful Probe
 	unimpl   map[string]bool // system calls the Sentry does not implement
 	dev      map[string]bool // seccomp deviations met so far
+
+	// debugArgs are extra runsc flags (--debug, --strace...) that only
+	// tests set, to see what a sandbox did; production never sets them.
+	debugArgs []string
 }
 
 // New returns the gvisor runtime. It checks the configuration only; Probe

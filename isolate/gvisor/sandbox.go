@@ -125,6 +125,7 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 		return nil, nil, nil, fmt.Errorf("runsc state root: %w", err)
 	}
 	args := withNetwork(globalArgs(stateRoot, s.ws.Path("runsc.log"), s.platform, s.seccomp != nil, s.t.Weaken.NoNetNS), s.t)
+	args = append(args, s.r.debugArgs...)
 	args = append(args, "run", "--bundle="+bundle, s.container)
 	cmd := networkCommand(s.r.runsc, args, s.t)
 	cmd.Dir = s.ws.Dir

@@ -49,9 +49,9 @@ func NewEnclaveFixture(ctx context.Context, t testing.TB) *EnclaveFixture {
 
 // Run runs one invocation of the loop in the enclave network n on run:
 // the layout with a boolean schema, a fresh loop configuration and the
-// loop's policy (policy.AgentLoop), weakened by w only where a backend
-// cannot run the loop under it yet.
-func (f *EnclaveFixture) Run(ctx context.Context, t testing.TB, runID string, n *enclave.Enclave, run EnclaveRunner, w isolate.Weakening) (isolate.Outcome, []byte) {
+// loop's policy (policy.AgentLoop), never weakened: every backend runs the
+// loop under it.
+func (f *EnclaveFixture) Run(ctx context.Context, t testing.TB, runID string, n *enclave.Enclave, run EnclaveRunner) (isolate.Outcome, []byte) {
 	t.Helper()
 	cfg, err := json.Marshal(agentloop.Config{Profile: agentloop.ProfileOpenAI, Model: "m", Endpoint: n.Endpoint(), Capability: "awf-cap-test",
 		MaxModelRequests: 4, MaxModelTokens: 1000, MaxOutputBytes: 1024, DeadlineUnixMilli: time.Now().Add(20 * time.Second).UnixMilli(), AnthropicVersion: "2023-06-01"})
@@ -69,7 +69,7 @@ func (f *EnclaveFixture) Run(ctx context.Context, t testing.TB, runID string, n 
 	}
 	pol, err := policy.AgentLoop()
 	require.NoError(t, err)
-	tpl := isolate.Template{RunID: runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: pol, Weaken: w}
+	tpl := isolate.Template{RunID: runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: pol}
 	tpl.Limits.Wall = 30 * time.Second
 	return run(ctx, tpl, l, isolate.Job{InvocationID: "loop-1", Argv: []string{agentloop.BinaryPath}})
 }
@@ -136,7 +136,7 @@ func (p *LoopProvider) Close() { _ = p.srv.Close() }
 // the loop lists the seed, read-only at /enclave/repo, then finishes; the
 // result and the transcript come back from the host side, and the enclave
 // network leaves nothing behind.
-func CheckEnclaveLoop(t *testing.T, runID string, run EnclaveRunner, w isolate.Weakening) {
+func CheckEnclaveLoop(t *testing.T, runID string, run EnclaveRunner) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -149,7 +149,7 @@ func CheckEnclaveLoop(t *testing.T, runID string, run EnclaveRunner, w isolate.W
 	}()
 	p := ServeLoopProvider(n)
 	defer p.Close()
-	res, transcript := f.Run(ctx, t, runID, n, run, w)
+	res, transcript := f.Run(ctx, t, runID, n, run)
 	require.Equal(t, isolate.KindOK, res.Kind, "%s: %s %s\ntranscript:\n%s\nrequests: %d", res.Detail, res.Stdout, res.Stderr, transcript, len(p.Bodies()))
 	assert.JSONEq(t, `true`, string(res.Output))
 	assert.Contains(t, string(transcript), "README")
