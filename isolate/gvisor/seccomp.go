@@ -18,7 +18,11 @@ import (
 // direct backend does. The differences are reported, never hidden.
 
 // translateSeccomp rewrites s for runsc. unimplemented names the system calls
-// the Sentry does not implement at all (it answers them with ENOSYS itself).
+// the Sentry does not implement at all (it answers them with ENOSYS itself)
+// as true and every other call of its table as false. A name missing from
+// the table (openat2 in this build) cannot be expressed: runsc ignores it
+// ("OCI seccomp: ignoring syscall"), so the call meets the default action
+// whatever its rule says; that is listed as a deviation.
 func translateSeccomp(s *specs.LinuxSeccomp, unimplemented map[string]bool) (*specs.LinuxSeccomp, []string, error) {
 	out := *s
 	out.Syscalls = nil
@@ -31,6 +35,11 @@ func translateSeccomp(s *specs.LinuxSeccomp, unimplemented map[string]bool) (*sp
 	out.DefaultAction, out.DefaultErrnoRet = da, nil
 	dev = append(dev, d...)
 	for _, rule := range s.Syscalls {
+		for _, n := range rule.Names {
+			if _, known := unimplemented[n]; !known && len(unimplemented) > 0 && rule.Action != s.DefaultAction {
+				dev = append(dev, fmt.Sprintf("%s: not in the Sentry's table, runsc ignores its rule (%s) and the call meets the default action (%s)", n, rule.Action, da))
+			}
+		}
 		if rule.Action == specs.ActErrno && errnoOf(rule.ErrnoRet) == unix.ENOSYS {
 			// The Sentry already answers an unimplemented call with ENOSYS:
 			// allowing it through the filter gives the same answer.
@@ -91,7 +100,8 @@ func translateAction(a specs.LinuxSeccompAction, errno *uint, what string) (spec
 }
 
 // unimplementedSyscalls asks runsc which system calls its Sentry does not
-// implement at all on this architecture.
+// implement at all on this architecture (true) and which others its table
+// has (false).
 func unimplementedSyscalls(ctx context.Context, runsc string) (map[string]bool, error) {
 	out, err := runscCommand(ctx, runsc, 10*time.Second, "help", "syscalls")
 	if err != nil {
@@ -110,8 +120,8 @@ func unimplementedSyscalls(ctx context.Context, runsc string) (map[string]bool, 
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) >= 3 && f[2] == "Unimplemented" && strings.Contains(line, "invalid system call number") {
-			m[f[1]] = true
+		if len(f) >= 3 {
+			m[f[1]] = f[2] == "Unimplemented" && strings.Contains(line, "invalid system call number")
 		}
 	}
 	if len(m) == 0 {
