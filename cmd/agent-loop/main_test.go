@@ -3,8 +3,6 @@ package main
 import (
 	"debug/elf"
 	"encoding/json"
-	"io"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/broker/agentloop"
-	"github.com/awf-project/awf/broker/apiproxy"
 	"github.com/awf-project/awf/tests/fakeprovider"
+	"github.com/awf-project/awf/tests/fakeprovider/proxied"
 )
 
 // buildStatic builds this command the way the Makefile does (CGO_ENABLED=0).
@@ -57,20 +55,7 @@ func TestEnclaveLayout(t *testing.T) {
 			fake := fakeprovider.New(t,
 				fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "search", Args: map[string]any{"pattern": "retry"}},
 				fakeprovider.Turn{Kind: fakeprovider.Finish, Args: map[string]any{"result": map[string]any{"owner": "net", "sure": true}}})
-			p, err := apiproxy.New(apiproxy.Options{
-				Targets: []apiproxy.Target{{Protocol: apiproxy.OpenAI, BaseURL: fake.URL(), Key: "sk-o"},
-					{Protocol: apiproxy.Anthropic, BaseURL: fake.URL(), Key: "sk-a"}},
-				Audit: io.Discard, TestOnlyRootCAs: fake.CertPool(),
-			})
-			require.NoError(t, err)
-			srv := httptest.NewServer(p)
-			defer srv.Close()
-			defer p.Close()
-			tok, err := p.Issue("inv-1", apiproxy.Limits{
-				Models:      map[apiproxy.Protocol]string{apiproxy.OpenAI: "m", apiproxy.Anthropic: "m"},
-				MaxRequests: 8, MaxTokens: 1024, MaxRequestBytes: 4 << 20, MaxResponseBytes: 1 << 20, Timeout: 10 * time.Second,
-			})
-			require.NoError(t, err)
+			endpoint, tok := proxied.Start(t, fake, "m", 1024, 8)
 
 			root := t.TempDir()
 			in := func(p string) string { return filepath.Join(root, p) }
@@ -79,7 +64,7 @@ func TestEnclaveLayout(t *testing.T) {
 			}
 			buildStatic(t, in(agentloop.BinaryPath))
 			require.NoError(t, os.WriteFile(in(agentloop.RepoDir+"/net/retry.go"), []byte("// retry policy\n"), 0o644))
-			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: srv.URL, Capability: tok,
+			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
 				MaxModelRequests: 8, MaxModelTokens: 1024, MaxOutputBytes: 8192,
 				DeadlineUnixMilli: time.Now().Add(time.Minute).UnixMilli(), AnthropicVersion: "2023-06-01"})
 			require.NoError(t, os.WriteFile(in(agentloop.ConfigPath), cfg, 0o644))

@@ -1,11 +1,9 @@
-package policy
+package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker/agentloop"
-	"github.com/awf-project/awf/broker/apiproxy"
+	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/tests/fakeprovider"
+	"github.com/awf-project/awf/tests/fakeprovider/proxied"
 )
 
 // loopWrapEnv makes the re-executed test binary chroot into the named
@@ -40,7 +39,7 @@ func init() {
 		fmt.Fprintf(os.Stderr, "loop wrapper: %v\n", err)
 		os.Exit(100)
 	}
-	p, err := AgentLoop()
+	p, err := policy.AgentLoop()
 	if err != nil {
 		fail(err)
 	}
@@ -86,20 +85,7 @@ func TestAgentLoopRunsUnderPolicy(t *testing.T) {
 				fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "read_file", Args: map[string]any{"path": "net/retry.go"}},
 				fakeprovider.Turn{Kind: fakeprovider.ToolCall, Tool: "search", Args: map[string]any{"pattern": "retry"}},
 				fakeprovider.Turn{Kind: fakeprovider.Finish, Args: map[string]any{"result": map[string]any{"owner": "net"}}})
-			p, err := apiproxy.New(apiproxy.Options{
-				Targets: []apiproxy.Target{{Protocol: apiproxy.OpenAI, BaseURL: fake.URL(), Key: "sk-o"},
-					{Protocol: apiproxy.Anthropic, BaseURL: fake.URL(), Key: "sk-a"}},
-				Audit: io.Discard, TestOnlyRootCAs: fake.CertPool(),
-			})
-			require.NoError(t, err)
-			srv := httptest.NewServer(p)
-			defer srv.Close()
-			defer p.Close()
-			tok, err := p.Issue("inv-1", apiproxy.Limits{
-				Models:      map[apiproxy.Protocol]string{apiproxy.OpenAI: "m", apiproxy.Anthropic: "m"},
-				MaxRequests: 8, MaxTokens: 4096, MaxRequestBytes: 4 << 20, MaxResponseBytes: 1 << 20, Timeout: 10 * time.Second,
-			})
-			require.NoError(t, err)
+			endpoint, tok := proxied.Start(t, fake, "m", 4096, 8)
 
 			root := t.TempDir()
 			require.NoError(t, os.Chmod(root, 0o755))
@@ -109,7 +95,7 @@ func TestAgentLoopRunsUnderPolicy(t *testing.T) {
 			}
 			require.NoError(t, os.WriteFile(in(agentloop.BinaryPath), loop, 0o755))
 			require.NoError(t, os.WriteFile(in(agentloop.RepoDir+"/net/retry.go"), []byte("// retry policy\n"), 0o644))
-			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: srv.URL, Capability: tok,
+			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
 				MaxModelRequests: 8, MaxModelTokens: 4096, MaxOutputBytes: 8192,
 				DeadlineUnixMilli: time.Now().Add(time.Minute).UnixMilli(), AnthropicVersion: "2023-06-01"})
 			require.NoError(t, os.WriteFile(in(agentloop.ConfigPath), cfg, 0o644))
