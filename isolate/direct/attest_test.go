@@ -81,7 +81,10 @@ func TestAttestSandbox(t *testing.T) {
 	require.NoError(t, err)
 
 	const threads = 2
-	script := fmt.Sprintf("import threading, time\nfor _ in range(%d):\n    threading.Thread(target=time.sleep, args=(20,), daemon=True).start()\ntime.sleep(20)\n", threads-1)
+	// The threads sleep until the test cancels the job (or the template's
+	// wall limit ends it): a fixed short sleep let them exit before a slow
+	// host (the emulated cgroup v2 VM) had attested every one.
+	script := fmt.Sprintf("import threading, time\nfor _ in range(%d):\n    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\ntime.sleep(3600)\n", threads-1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pids := make(chan int, 1)
