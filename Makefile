@@ -43,9 +43,14 @@ test: build
 # the private dockerd that the test target starts. A host without runsc
 # (Ubuntu 22.04's archive has none) sets VERIFY_REQUIRE='direct docker'.
 VERIFY_REQUIRE ?= direct gvisor docker
+# Bounded-agent enclaves run on direct and gvisor; docker cannot join the
+# enclave's network namespace and reports BLOCKED (awf isolate verify --enclave);
+# a host without runsc sets ENCLAVE_RUNTIMES=direct.
+ENCLAVE_RUNTIMES ?= direct gvisor
 verify-all:
 	$(BIN)/awf isolate verify --runtime all --require $(VERIFY_REQUIRE) --docker-socket $(AWF_TEST_DOCKER_SOCKET)
 	$(BIN)/awf isolate verify --agent
+	$(BIN)/awf isolate verify --enclave $(addprefix --runtime ,$(ENCLAVE_RUNTIMES))
 
 # The sandbox on a pure cgroup v2 kernel, inside a throwaway VM (slow; correctness only).
 test-cgroup2: build

@@ -17,6 +17,9 @@ step() {
 # The VM's minimal init loads no modules. The direct runtime mounts each
 # sandbox's root from an erofs image, through a loop device on this kernel.
 modprobe -a loop erofs || echo "test-cgroup2: modprobe loop erofs failed; the direct runtime will say why"
+# A bounded-agent enclave's only link is a veth pair with a clsact BPF filter
+# on its proxy end.
+modprobe -a veth sch_ingress cls_bpf || echo "test-cgroup2: modprobe veth sch_ingress cls_bpf failed; verify --enclave will say why"
 mode=$(stat -f -c %T /sys/fs/cgroup)
 echo "test-cgroup2: kernel $(uname -r), /sys/fs/cgroup is $mode, controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 [ "$mode" = cgroup2fs ] || { echo "test-cgroup2: FAIL: not a pure cgroup v2 host"; exit 1; }
@@ -44,6 +47,7 @@ step "awf isolate verify --agent" bin/awf isolate verify --agent
 # not depend on the cgroup version; make test runs all of it on the host.
 step "gvisor runtime cgroup tests" bin/cgroup2/gvisor.test -test.count=1 -test.timeout 30m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestLimitsGiveTypedOutcomes|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$}"
 step "awf isolate verify --runtime gvisor (limits)" bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
+step "awf isolate verify --enclave (direct, gvisor)" bin/awf isolate verify --enclave --runtime direct --runtime gvisor
 step "awf run end to end" tests/cgroup2/e2e.sh
 
 if [ "$fails" -ne 0 ]; then
