@@ -95,6 +95,10 @@ type containerSpec struct {
 	rootDirs []string
 }
 
+// EnclaveMissingControl is why the docker backend cannot run a bounded
+// agent's enclave: the one text its refusal and the runtime matrix print.
+const EnclaveMissingControl = "the Engine cannot join an existing network namespace (NetworkMode has no namespace-path form), so the enclave network cannot be expressed"
+
 // buildCreate renders the description of one job as the Engine's create
 // request: the controls of `docker run --network none --read-only --user
 // 65534:65534 --cap-drop ALL --security-opt no-new-privileges:true
@@ -123,7 +127,7 @@ func buildCreate(c containerSpec) (createBody, error) {
 		// container:<id>, never a namespace path, so the container cannot
 		// join the enclave's namespace; failing here beats "none", which
 		// would drop the one peer without saying so.
-		return createBody{}, fmt.Errorf("docker: BLOCKED: the Engine cannot join an existing network namespace (NetworkMode has no namespace-path form), so the enclave network cannot be expressed")
+		return createBody{}, fmt.Errorf("docker: BLOCKED: %s", EnclaveMissingControl)
 	}
 	var capDrop []string
 	if d.Process.Capabilities != nil {

@@ -58,6 +58,9 @@ type Matrix struct {
 	// Seed is the same matrix in the seed's terms (seedmatrix.go), set by
 	// the command before it writes the JSON.
 	Seed *SeedMatrix `json:"seed,omitempty"`
+	// Enclave is the primary-agent × bounded-agent enclave matrix
+	// (enclavematrix.go), set by the command before it writes the JSON.
+	Enclave *EnclaveMatrix `json:"enclave,omitempty"`
 }
 
 // MatrixOptions control BuildMatrix.
@@ -100,18 +103,24 @@ func BuildMatrix(ctx context.Context, o MatrixOptions) *Matrix {
 // combine decides one cell. A blocked side blocks the cell; otherwise an
 // unavailable side makes it unavailable. Nothing ever falls back.
 func combine(agent, query string, a, q Availability) Cell {
+	return combineSide(agent, query, "query", a, q)
+}
+
+// combineSide is combine with the second side named side ("query" or
+// "enclave") in the reasons.
+func combineSide(agent, query, side string, a, q Availability) Cell {
 	c := Cell{Agent: agent, Query: query}
 	switch {
 	case q.State == CellBlocked:
-		c.State, c.Reason = CellBlocked, "query runtime "+query+": "+q.Reason
+		c.State, c.Reason = CellBlocked, side+" runtime "+query+": "+q.Reason
 	case a.State == CellBlocked:
 		c.State, c.Reason = CellBlocked, "agent runtime "+agent+": "+a.Reason
 	case a.State == CellUnavailable:
 		c.State, c.Reason = CellUnavailable, "agent runtime "+agent+": "+a.Reason
 	case q.State == CellUnavailable:
-		c.State, c.Reason = CellUnavailable, "query runtime "+query+": "+q.Reason
+		c.State, c.Reason = CellUnavailable, side+" runtime "+query+": "+q.Reason
 	default:
-		c.State, c.Reason = CellSupported, fmt.Sprintf("agent: %s; query: %s", a.Reason, q.Reason)
+		c.State, c.Reason = CellSupported, fmt.Sprintf("agent: %s; %s: %s", a.Reason, side, q.Reason)
 	}
 	return c
 }
