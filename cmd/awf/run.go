@@ -53,9 +53,16 @@ func cmdRun(ctx context.Context, e env) int {
 		return 2
 	}
 	argv := args[1:]
+	gh := newGitHubActions(os.Getenv, e.stderr)
+	// fail reports a failure of awf itself, and annotates it in a GitHub
+	// Actions job.
+	fail := func(what string, err error) {
+		fmt.Fprintf(e.stderr, "awf run: %s%v\n", what, err)
+		gh.errorf("awf run", "%s%v", what, err)
+	}
 	cfg, err := config.LoadPath(cfgPath, e.stdin)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	for _, w := range cfg.Warnings {
@@ -64,19 +71,19 @@ func cmdRun(ctx context.Context, e env) int {
 	// The model keys are read once, here, and scrubbed below with the rest.
 	apiKeys, apiKeyVars, err := apiProxyKeys(cfg)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	if err := host.BoundedAgentsWithoutQueries(cfg); err != nil {
-		fmt.Fprintf(e.stderr, "awf run: preflight: %v\n", err)
+		fail("preflight: ", err)
 		return exitAWF
 	}
 	if !cfg.BoundedQueries.Enabled && !cfg.SealedProbes.Enabled {
-		return runPlain(ctx, e, cfg, argv)
+		return runPlain(ctx, e, cfg, argv, fail)
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	// The staging credential is read once, then it and every credential the
@@ -84,7 +91,7 @@ func cmdRun(ctx context.Context, e env) int {
 	// /proc) before anything long-lived starts.
 	token := staging.ResolveToken(os.Getenv)
 	if err := staging.ScrubEnviron(append(host.CredentialsToScrub(os.Environ(), cfg.Agent.EnvAllow), apiKeyVars...)...); err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	getenv := func(k string) string {
@@ -94,7 +101,7 @@ func cmdRun(ctx context.Context, e env) int {
 		return os.Getenv(k)
 	}
 	if n, err := host.SweepOrphans(ctx, host.DefaultPrivateBase, host.DefaultIngressBase, host.DefaultAuditArchive); err != nil {
-		fmt.Fprintf(e.stderr, "awf run: orphan sweep: %v\n", err)
+		fail("orphan sweep: ", err)
 		return exitAWF
 	} else if n > 0 {
 		fmt.Fprintf(e.stderr, "awf: reclaimed %d run(s) left by a crash\n", n)
@@ -105,7 +112,7 @@ func cmdRun(ctx context.Context, e env) int {
 	runID := host.NewRunID()
 	wdog, err := host.StartWatchdog(exe, host.NewLayout(runID, "", "", ""), e.stderr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	defer wdog.Release()
@@ -119,7 +126,7 @@ func cmdRun(ctx context.Context, e env) int {
 	})
 	token = ""
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	// Bounded agents: the API proxy's control channel, the broker's end at
@@ -133,9 +140,9 @@ func cmdRun(ctx context.Context, e env) int {
 		if pxControl != nil {
 			pxControl.Close()
 		}
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		if terr := host.Teardown(ctx, r, nil); terr != nil {
-			fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+			fail("teardown: ", terr)
 		}
 		return exitAWF
 	}
@@ -147,9 +154,9 @@ func cmdRun(ctx context.Context, e env) int {
 	px, agentEnv, err := startAPIProxy(ctx, exe, cfg.APIProxy, r, apiKeys, &shim, host.AgentEnv(os.Environ(), r), pxControl, host.EnclaveLimits(cfg), e.stderr)
 	apiKeys = nil
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		if terr := host.Teardown(ctx, r, b); terr != nil {
-			fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+			fail("teardown: ", terr)
 		}
 		return exitAWF
 	}
@@ -162,16 +169,17 @@ func cmdRun(ctx context.Context, e env) int {
 		shim.APIProxyHandoff.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		code = exitAWF
 	}
 	stopAPIProxy(px, e.stderr)
 	terr := host.Teardown(ctx, r, b)
 	if s, err := host.Summary(filepath.Join(r.Layout.AuditArchive, host.AuditFile(r.Spec))); err == nil {
 		fmt.Fprintf(e.stderr, "awf: audit: %s\nawf: audit log kept in %s\n", s, r.Layout.AuditArchive)
+		gh.appendSummary(r.Layout.AuditArchive, host.AuditFile(r.Spec))
 	}
 	if terr != nil {
-		fmt.Fprintf(e.stderr, "awf run: teardown: %v\n", terr)
+		fail("teardown: ", terr)
 		if code == 0 {
 			code = exitAWF
 		}
@@ -209,10 +217,10 @@ func agentShim(e env) int {
 
 // runPlain runs argv as the agent user with nothing staged, when bounded
 // queries are disabled.
-func runPlain(ctx context.Context, e env, cfg *config.Config, argv []string) int {
+func runPlain(ctx context.Context, e env, cfg *config.Config, argv []string, fail func(string, error)) int {
 	a, err := host.ResolveAgent(cfg.Agent.User, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+		fail("", err)
 		return exitAWF
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -230,6 +238,6 @@ func runPlain(ctx context.Context, e env, cfg *config.Config, argv []string) int
 		}
 		return ee.ExitCode()
 	}
-	fmt.Fprintf(e.stderr, "awf run: %v\n", err)
+	fail("", err)
 	return exitAWF
 }
