@@ -320,7 +320,8 @@ func verifyRuntimes(rts, req []string) (names, required []string, err error) {
 	return names, required, nil
 }
 
-const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require PRIMARY/QUERY]... [--docker-socket PATH]
+const isolateMatrixUsage = `usage: awf isolate matrix [--json] [--require PRIMARY/QUERY]... [--require-enclave PRIMARY/ENCLAVE]...
+                         [--enclave-network [--enclave-probe PATH]] [--docker-socket PATH]
                          [--cgroup-parent NAME] [--runsc PATH]
 
 Prints the primary-agent × query-runtime availability matrix of this host in
@@ -329,10 +330,24 @@ each cell SUPPORTED, UNAVAILABLE or BLOCKED with the seed's condition and
 this host's reason, then awf's own cells, marked as such: the host primary
 agent (a process under awf run) and the direct query runtime. PRIMARY is
 docker, gvisor, sbx or host; QUERY is docker, gvisor, sbx or direct. The sbx
-query cells are always BLOCKED, with the missing controls listed. --json
-writes the matrix with a "seed" object of the same cells. Exits 1, printing
-each unmet pair with its state and reason, when a --require pair is not
-SUPPORTED; 2 on usage errors; 0 otherwise.
+query cells are always BLOCKED, with the missing controls listed.
+
+Then the primary-agent × bounded-agent enclave matrix, in the same form:
+the seed's 3 × 3 table (Docker, gVisor and sbx enclaves), then awf's own
+cells (the host primary, the direct enclave). ENCLAVE is docker, gvisor, sbx
+or direct. Each enclave runtime is proven once and combined with each
+primary: by default with what bounded agents' preflight proves (the
+runtime's probe and that it renders enclaves); with --enclave-network also
+by the network probes of awf isolate verify --enclave, in one real enclave
+per runtime (--enclave-probe: the static enclave-probe binary, default next
+to awf). The docker enclave cells are always BLOCKED (the Engine cannot join
+an existing network namespace), the sbx ones by the mandatory sbx enclave
+probes.
+
+--json writes the matrix with a "seed" object of the query cells and an
+"enclave" object of the enclave cells. Exits 1, printing each unmet pair
+with its state and reason, when a --require (query) or --require-enclave
+pair is not SUPPORTED; 2 on usage errors; 0 otherwise.
 `
 
 // cmdIsolateMatrix implements "awf isolate matrix".
@@ -342,6 +357,10 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 	fs.Usage = func() { fmt.Fprint(e.stderr, isolateMatrixUsage) }
 	var req listFlag
 	fs.Var(&req, "require", "PRIMARY/QUERY pair that must be SUPPORTED (repeatable)")
+	var reqEnclave listFlag
+	fs.Var(&reqEnclave, "require-enclave", "PRIMARY/ENCLAVE pair that must be SUPPORTED (repeatable)")
+	enclaveNetwork := fs.Bool("enclave-network", false, "prove each enclave runtime with the enclave network probes too, once, in a real enclave")
+	enclaveProbe := fs.String("enclave-probe", "", "with --enclave-network: the static enclave-probe binary (default: next to awf)")
 	asJSON := fs.Bool("json", false, "write the versioned JSON matrix")
 	dockerSock := fs.String("docker-socket", "", "Docker Engine socket (default: DOCKER_HOST=unix://PATH, else "+host.DefaultDockerSocket+")")
 	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
@@ -359,25 +378,56 @@ func cmdIsolateMatrix(ctx context.Context, e env) int {
 			return 2
 		}
 	}
+	for _, r := range reqEnclave {
+		if _, _, err := verify.ParseEnclavePair(r); err != nil {
+			fmt.Fprintf(e.stderr, "awf isolate matrix: --require-enclave %v\n", err)
+			return 2
+		}
+	}
+	if *enclaveProbe != "" && !*enclaveNetwork {
+		fmt.Fprintf(e.stderr, "awf isolate matrix: --enclave-probe needs --enclave-network\n")
+		return 2
+	}
 	sock, _, err := host.DockerSocket(*dockerSock, os.Getenv("DOCKER_HOST"))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
 		return 2
 	}
-	m := verify.BuildMatrix(ctx, verify.MatrixOptions{
-		Host: isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock},
-	})
+	hc := isolate.HostConfig{CgroupParent: *cgroupParent, RunscPath: *runsc, DockerSocket: sock}
+	m := verify.BuildMatrix(ctx, verify.MatrixOptions{Host: hc})
 	m.Seed = m.InSeedTerms()
+	eo := verify.EnclaveMatrixOptions{Host: hc}
+	if *enclaveNetwork {
+		probe := *enclaveProbe
+		if probe == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
+				return 2
+			}
+			probe = filepath.Join(filepath.Dir(exe), "enclave-probe")
+		}
+		split, err := host.SplitCPUs()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
+			return 2
+		}
+		nh := hc
+		nh.SandboxCPUs = split.Sandbox
+		eo.Network = &verify.EnclaveOptions{Host: nh, ProbeBinary: probe, HostAddrs: hostAddrs()}
+	}
+	m.Enclave = m.BuildEnclaveMatrix(ctx, eo)
 	if *asJSON {
 		err = m.WriteJSON(e.stdout)
-	} else {
-		err = m.Seed.WriteText(e.stdout)
+	} else if err = m.Seed.WriteText(e.stdout); err == nil {
+		fmt.Fprintln(e.stdout)
+		err = m.Enclave.WriteText(e.stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "awf isolate matrix: %v\n", err)
 		return 2
 	}
-	if unmet := m.Seed.Unmet(req); len(unmet) > 0 {
+	if unmet := append(m.Seed.Unmet(req), m.Enclave.Unmet(reqEnclave)...); len(unmet) > 0 {
 		for _, u := range unmet {
 			fmt.Fprintf(e.stderr, "awf isolate matrix: required %s\n", u)
 		}
