@@ -106,11 +106,15 @@ func TestAttestSandbox(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	// Wait for the script's threads, so that every one is attested.
+	// Wait for the script's threads, so that every one is attested. Before
+	// it execs python3 the pid is libcontainer's init, whose own threads
+	// would satisfy the count early: wait for python3 first.
 	for {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		require.NoError(t, err)
-		if len(ents) >= threads {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		require.NoError(t, err)
+		if strings.TrimSpace(string(comm)) == "python3" && len(ents) >= threads {
 			break
 		}
 		select {
