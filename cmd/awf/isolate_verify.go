@@ -338,8 +338,8 @@ cells (the host primary, the direct enclave). ENCLAVE is docker, gvisor, sbx
 or direct. Each enclave runtime is proven once and combined with each
 primary: by default with what bounded agents' preflight proves (the
 runtime's probe and that it renders enclaves); with --enclave-network also
-by the network probes of awf isolate verify --enclave, in one real enclave
-per runtime (--enclave-probe: the static enclave-probe binary, default next
+by the network probes awf isolate verify runs in an enclave, in one real
+enclave per runtime (--enclave-probe: the static enclave-probe binary, default next
 to awf). The docker enclave cells are always BLOCKED (the Engine cannot join
 an existing network namespace), the sbx ones by the mandatory sbx enclave
 probes.

@@ -115,8 +115,8 @@ func tree() *node {
 				values: []string{"runtime", "require", "rootfs", "digest", "policy", "private-root", "state-dir", "cgroup-parent",
 					"runsc", "docker-socket", "probe", "agent-network", "agent-user", "format", "enclave-probe", "timing-n", "config"},
 				bools: []string{"json", "progress", "agent", "enclave", "timing"}, internal: []string{"--agent-probes"}},
-			{name: "matrix", summary: "print the agent × query runtime matrix", usage: isolateMatrixUsage, run: cmdIsolateMatrix,
-				values: []string{"require", "docker-socket", "cgroup-parent", "runsc"}, bools: []string{"json"}},
+			{name: "matrix", summary: "print the agent × query and agent × enclave runtime matrix", usage: isolateMatrixUsage, run: cmdIsolateMatrix,
+				values: []string{"require", "require-enclave", "enclave-probe", "docker-socket", "cgroup-parent", "runsc"}, bools: []string{"json", "enclave-network"}},
 		}},
 		{name: "audit", summary: "read the protected audit log of a run", subs: []*node{
 			{name: "summary", summary: "summarize a run's audit log", usage: auditSummaryUsage, run: cmdAuditSummary,
