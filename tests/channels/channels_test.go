@@ -170,7 +170,8 @@ func runOne(t *testing.T, rc runtimeCase, dockerSocket string) {
 	if _, err := os.Stat(cached); err == nil {
 		rootfsPaths = append(rootfsPaths, cached)
 	}
-	plan := map[string]any{"scripts": dir, "public": "open/pub", "runs": runs, "rootfs_paths": rootfsPaths, "killed": killed}
+	plan := map[string]any{"scripts": dir, "public": "open/pub", "runs": runs, "rootfs_paths": rootfsPaths, "killed": killed,
+		"query_timeout": queryLimit.Seconds()}
 	raw, err := json.Marshal(plan)
 	require.NoError(t, err)
 	planPath := filepath.Join(dir, "plan.json")

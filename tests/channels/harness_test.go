@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -116,13 +117,27 @@ type report struct {
 // evicted from the page cache; it then waits for a line on its stdin.
 const evictMarker = "AWF-CHANNELS-EVICT"
 
+// runLimit and queryLimit bound one `awf run` and one bounded query of its
+// agent. They stop a hung run and are not assertions: the defaults fit this
+// host, and a slow host raises them. In the emulated cgroup v2 VM a gvisor
+// query takes 15-60 s, a counter sender can pass 60 s and is then answered
+// at the 600 s bucket (so queryLimit must exceed 600 s there), and the
+// counters run makes 37 queries.
+var (
+	runLimit   = flag.Duration("channels.runlimit", 0, "limit on one `awf run` (0: 8m, 25m with -channels.long)")
+	queryLimit = flag.Duration("channels.querylimit", 120*time.Second, "limit on one bounded query of the agent")
+)
+
 // runAgent runs `awf run --config cfg -- python3 agent.py plan.json` and
 // returns the agent's reports. evict is called each time the agent asks.
 func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 	t.Helper()
-	limit := 8 * time.Minute
-	if *long {
-		limit = 25 * time.Minute
+	limit := *runLimit
+	if limit <= 0 {
+		limit = 8 * time.Minute
+		if *long {
+			limit = 25 * time.Minute
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()

@@ -26,8 +26,11 @@ def query(repo, schema, script, params):
     body = "import json as _json\nPARAMS = _json.loads(%r)\n" % json.dumps(params) + open(os.path.join(SCRIPTS, script)).read()
     t = time.monotonic()
     r = subprocess.run(["bounded-query", "--repo", repo, "--schema", schema],
-                       input=body.encode(), capture_output=True, timeout=120)
+                       input=body.encode(), capture_output=True, timeout=PLAN.get("query_timeout", 120))
     el = time.monotonic() - t
+    # One line per query on stderr: the harness shows it when a run fails,
+    # so a slow host's run still says how far it got and what each query took.
+    print("query %s %s %.1fs rc=%d" % (repo, script, el, r.returncode), file=sys.stderr, flush=True)
     try:
         env = json.loads(r.stdout)
     except ValueError:
