@@ -128,7 +128,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 			return nil, pf("%v", err)
 		}
 		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
-			return nil, pf("%w", runtimeUnavailable{fmt.Errorf("Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)})
+			return nil, pf("%w", runtimeUnavailable{fmt.Errorf("the Docker host must be a local Unix socket: %s (%s) is not one; set boundedQueries.dockerSocket or DOCKER_HOST=unix:///path", sock, from)})
 		}
 		dockerSocket = sock
 	}

@@ -41,12 +41,6 @@ func newWedge(t *testing.T) *wedge {
 	return w
 }
 
-// hold moves pid into the frozen group.
-func (w *wedge) hold(t *testing.T, pid int) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0), "move %d into the wedge", pid)
-}
-
 // frozen waits until the kernel reports the group frozen.
 func (w *wedge) frozen(t *testing.T) {
 	t.Helper()
