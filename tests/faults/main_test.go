@@ -294,13 +294,23 @@ func leftovers(runID string) []string {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p, f))
 			if err == nil && bytes.Contains(b, id) {
 				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
-				uid := ""
+				// Uid, State and PPid say what a leftover is (a zombie
+				// nobody reaps, a process still exiting, a live one).
+				uid, state, ppid := "", "", ""
 				for _, l := range strings.Split(string(st), "\n") {
-					if strings.HasPrefix(l, "Uid:") {
-						uid = strings.Fields(l)[1]
+					k, v, _ := strings.Cut(l, ":")
+					switch fs := strings.Fields(v); {
+					case len(fs) == 0:
+					case k == "Uid":
+						uid = fs[0]
+					case k == "State":
+						state = strings.Join(fs, " ")
+					case k == "PPid":
+						ppid = fs[0]
 					}
 				}
-				out = append(out, fmt.Sprintf("process %d (uid %s, %s): %.120s", p, uid, f, cmdline(p)))
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+				out = append(out, fmt.Sprintf("process %d (%s, uid %s, state %s, ppid %s, %s): %.120s", p, strings.TrimSpace(string(comm)), uid, state, ppid, f, cmdline(p)))
 				break
 			}
 		}
