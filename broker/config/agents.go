@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -153,28 +152,18 @@ func (l *loader) boundedAgents(v any, b *BoundedAgents) {
 		b.PrivateRepos = l.agentRepos(p+".privateRepos", v)
 	}
 	if b.Enabled {
-		if a, present := m["privateRepos"]; !present {
-			l.fail(p+".privateRepos", "is required when enabled is true")
-		} else if arr, ok := a.([]any); ok && len(arr) == 0 {
-			l.fail(p+".privateRepos", "must not be empty when enabled is true")
-		}
+		l.reposRequired(p, m)
 		if _, present := m["model"]; !present {
 			l.fail(p+".model", "is required when enabled is true (a request can never choose the model)")
 		}
 	}
 	if v, ok := m["runtime"]; ok {
-		if s, ok := l.str(p+".runtime", v); ok {
-			if !slices.Contains(Runtimes(), s) {
-				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes(), ", "))
-			}
+		if s, ok := l.oneOf(p+".runtime", v, Runtimes()); ok {
 			b.Runtime = s
 		}
 	}
 	if v, ok := m["profile"]; ok {
-		if s, ok := l.str(p+".profile", v); ok {
-			if !slices.Contains(AgentProfiles(), s) {
-				l.fail(p+".profile", "%q is not one of %s", s, strings.Join(AgentProfiles(), ", "))
-			}
+		if s, ok := l.oneOf(p+".profile", v, AgentProfiles()); ok {
 			b.Profile = s
 		}
 	}

@@ -41,6 +41,25 @@ func (l *loader) object(path string, v any, allowed ...string) (map[string]any, 
 	return m, true
 }
 
+// reposRequired fails an enabled block whose privateRepos is missing or
+// empty; every job kind's block shares the rule and its wording.
+func (l *loader) reposRequired(p string, m map[string]any) {
+	if a, present := m["privateRepos"]; !present {
+		l.fail(p+".privateRepos", "is required when enabled is true")
+	} else if arr, ok := a.([]any); ok && len(arr) == 0 {
+		l.fail(p+".privateRepos", "must not be empty when enabled is true")
+	}
+}
+
+// oneOf reads the string at path and fails it unless it is one of choices.
+func (l *loader) oneOf(path string, v any, choices []string) (string, bool) {
+	s, ok := l.str(path, v)
+	if ok && !slices.Contains(choices, s) {
+		l.fail(path, "%q is not one of %s", s, strings.Join(choices, ", "))
+	}
+	return s, ok
+}
+
 func (l *loader) str(path string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {
@@ -125,17 +144,10 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 		b.PrivateRepos = l.repos(p+".privateRepos", v, warnings)
 	}
 	if b.Enabled && len(b.PrivateRepos) == 0 {
-		if _, ok := m["privateRepos"]; !ok {
-			l.fail(p+".privateRepos", "is required when enabled is true")
-		} else if a, ok := m["privateRepos"].([]any); ok && len(a) == 0 {
-			l.fail(p+".privateRepos", "must not be empty when enabled is true")
-		}
+		l.reposRequired(p, m)
 	}
 	if v, ok := m["runtime"]; ok {
-		if s, ok := l.str(p+".runtime", v); ok {
-			if !slices.Contains(Runtimes(), s) {
-				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes(), ", "))
-			}
+		if s, ok := l.oneOf(p+".runtime", v, Runtimes()); ok {
 			b.Runtime = s
 		}
 	}
@@ -263,10 +275,7 @@ func (l *loader) repo(p string, m map[string]any) (Repo, bool) {
 	}
 	if v, ok := m["sensitivity"]; !ok {
 		l.fail(p+".sensitivity", "is required (one of %s)", strings.Join(proto.Sensitivities(), ", "))
-	} else if s, ok := l.str(p+".sensitivity", v); ok {
-		if !slices.Contains(proto.Sensitivities(), s) {
-			l.fail(p+".sensitivity", "%q is not one of %s", s, strings.Join(proto.Sensitivities(), ", "))
-		}
+	} else if s, ok := l.oneOf(p+".sensitivity", v, proto.Sensitivities()); ok {
 		r.Sensitivity = s
 	}
 	if v, ok := m["source"]; ok {
@@ -312,10 +321,7 @@ func (l *loader) agent(v any, a *Agent, warnings *[]string) {
 		a.EnvAllow = l.agentEnv("agent.env", e)
 	}
 	if n, ok := m["network"]; ok {
-		if s, ok := l.str("agent.network", n); ok {
-			if !slices.Contains(AgentNetworks(), s) {
-				l.fail("agent.network", "%q is not one of %s", s, strings.Join(AgentNetworks(), ", "))
-			}
+		if s, ok := l.oneOf("agent.network", n, AgentNetworks()); ok {
 			a.Network = s
 		}
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -62,17 +61,10 @@ func (l *loader) sealedProbes(v any, b *SealedProbes) {
 		b.PrivateRepos = l.probeRepos(p+".privateRepos", v)
 	}
 	if b.Enabled {
-		if _, ok := m["privateRepos"]; !ok {
-			l.fail(p+".privateRepos", "is required when enabled is true")
-		} else if a, ok := m["privateRepos"].([]any); ok && len(a) == 0 {
-			l.fail(p+".privateRepos", "must not be empty when enabled is true")
-		}
+		l.reposRequired(p, m)
 	}
 	if v, ok := m["runtime"]; ok {
-		if s, ok := l.str(p+".runtime", v); ok {
-			if !slices.Contains(Runtimes(), s) {
-				l.fail(p+".runtime", "%q is not one of %s", s, strings.Join(Runtimes(), ", "))
-			}
+		if s, ok := l.oneOf(p+".runtime", v, Runtimes()); ok {
 			b.Runtime = s
 		}
 	}
