@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker"
@@ -26,39 +27,15 @@ import (
 
 var cliBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ba-cli-")
-	if err != nil {
-		panic(err)
-	}
-	cliBin = filepath.Join(dir, "bounded-agent")
-	// Built as the Makefile builds it: cgo on, seccomp tag.
-	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", cliBin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("build bounded-agent: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-agent", &cliBin) }
 
 const errLine = `{"status":"error"}` + "\n"
 
-// runCLI runs the binary and asserts the invariants of every run: exit 0,
-// nothing on stderr, exactly one line on stdout.
+// runCLI runs the binary with the invariants of every run
+// (fixture.RunCLI: exit 0, nothing on stderr, one line).
 func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(cliBin, args...)
-	cmd.Env = env
-	cmd.Stdin = stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "exit status must be 0")
-	assert.Empty(t, stderr.String(), "stderr")
-	assert.Equal(t, 1, strings.Count(stdout.String(), "\n"))
-	return stdout.String()
+	return fixture.RunCLI(t, cliBin, env, stdin, args...)
 }
 
 func TestFramingIsTheBrokers(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -14,62 +13,28 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/broker"
-	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 var cliBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sp-cli-")
-	if err != nil {
-		panic(err)
-	}
-	cliBin = filepath.Join(dir, "sealed-probe")
-	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", cliBin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("build sealed-probe: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.MainWithCLI(m, "sealed-probe", &cliBin) }
 
 const errLine = `{"result":"ERROR"}` + "\n"
 
-// runCLI runs the binary and asserts the invariants of every run: exit 0,
-// nothing on stderr, exactly one line on stdout.
+// runCLI runs the binary with the invariants of every run
+// (fixture.RunCLI: exit 0, nothing on stderr, one line).
 func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(cliBin, args...)
-	cmd.Env = env
-	cmd.Stdin = stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "exit status must be 0")
-	assert.Empty(t, stderr.String(), "stderr")
-	assert.Equal(t, 1, strings.Count(stdout.String(), "\n"))
-	return stdout.String()
+	return fixture.RunCLI(t, cliBin, env, stdin, args...)
 }
 
-// echoRuntime's job output is the script: a test's script is its /probe/out.
-type echoRuntime struct{}
-
-func (echoRuntime) Name() string                { return "echo" }
-func (echoRuntime) Probe(context.Context) error { return nil }
-func (echoRuntime) Sweep(context.Context) error { return nil }
-func (echoRuntime) Usable() error               { return nil }
-func (echoRuntime) Close() error                { return nil }
-func (echoRuntime) Prepare(context.Context, isolate.Template) (isolate.Sandbox, error) {
-	return nil, nil
-}
-func (echoRuntime) Run(_ context.Context, s isolate.Spec) isolate.Outcome {
-	return isolate.Outcome{Kind: isolate.KindOK, Output: s.Job.Script}
-}
+// echoRuntime answers each job with its script (a test's script is its answer).
+type echoRuntime = fixture.EchoRuntime
 
 func startBroker(t *testing.T) string {
 	t.Helper()
