@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,4 +113,35 @@ func TestSweepOrphans(t *testing.T) {
 	assert.FileExists(t, dead.AuditArchive+"/bounded-query.jsonl")
 	assert.DirExists(t, live.PrivateRoot)
 	assert.DirExists(t, young.PrivateRoot)
+}
+
+// TestSweepOrphansKeepsUnsweepableRoot: a dead run whose runtime cannot be
+// swept (its Docker Engine is gone) is kept for the next sweep, reported as
+// OrphansKeptError, and does not stop the sweep of the other dead runs; the
+// start-up sweep reports it and lets the new run go on.
+func TestSweepOrphansKeepsUnsweepableRoot(t *testing.T) {
+	base, ing, arch := t.TempDir(), t.TempDir(), t.TempDir()
+	ctx := t.Context()
+	stuck := NewLayout("44444444444444444444444444444444", base, ing, arch)
+	require.NoError(t, os.MkdirAll(stuck.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(stuck.LockPath, nil, 0o600))
+	require.NoError(t, WriteSpec(Spec{Layout: stuck, Runtime: "docker", DockerSocket: filepath.Join(t.TempDir(), "gone.sock")}))
+	dead := NewLayout("55555555555555555555555555555555", base, ing, arch)
+	require.NoError(t, os.MkdirAll(dead.AuditDir, 0o700))
+	require.NoError(t, os.WriteFile(dead.LockPath, nil, 0o600))
+
+	n, err := SweepOrphans(ctx, base, ing, arch)
+	var kept *OrphansKeptError
+	require.ErrorAs(t, err, &kept)
+	assert.Contains(t, err.Error(), stuck.RunID)
+	assert.Equal(t, 1, n, "the other dead run is still reclaimed")
+	assert.DirExists(t, stuck.PrivateRoot, "an unsweepable root is kept for the next sweep")
+	assert.NoDirExists(t, dead.PrivateRoot)
+
+	// A private base that cannot be read is not a kept orphan: it is fatal.
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	_, err = SweepOrphans(ctx, notDir, ing, arch)
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &kept))
 }

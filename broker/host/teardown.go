@@ -168,13 +168,31 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 			continue
 		}
 		if err := reclaimRoot(ctx, l, lock); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("run %s: %w", l.RunID, err))
 			continue
 		}
 		n++
 	}
-	return n, errors.Join(errs...)
+	if len(errs) > 0 {
+		return n, &OrphansKeptError{Err: errors.Join(errs...)}
+	}
+	return n, nil
 }
+
+// OrphansKeptError reports dead runs whose roots the orphan sweep could not
+// reclaim (their Docker Engine is gone, say): each is kept, root-only, for
+// the next sweep. It does not stop a new run: what a dead run left is not
+// under the new run's control, and refusing every later run until an
+// operator repairs an unrelated runtime would turn one crash into a host
+// outage. Callers report it loudly and go on; any other SweepOrphans error
+// (the private base itself unreadable) is fatal.
+type OrphansKeptError struct{ Err error }
+
+func (e *OrphansKeptError) Error() string {
+	return "kept for the next sweep: " + e.Err.Error()
+}
+
+func (e *OrphansKeptError) Unwrap() error { return e.Err }
 
 // reclaimRoot reclaims the private root of l, whose run is dead and whose
 // lock (nil when it has none) the caller holds: every process and cgroup
@@ -290,4 +308,24 @@ func summarize(r io.Reader) (string, error) {
 		fmt.Fprintf(&b, "\n  %s: %d bits charged", k, bits[k])
 	}
 	return b.String(), nil
+}
+
+// StartupSweep is the orphan sweep every long-lived command (awf run, awf
+// broker) does before it prepares a run, over the default bases: what was
+// reclaimed and what had to be kept are reported on w, each line starting
+// with prefix, and only an error that is not OrphansKeptError is returned.
+func StartupSweep(ctx context.Context, w io.Writer, prefix string) error {
+	n, err := SweepOrphans(ctx, DefaultPrivateBase, DefaultIngressBase, DefaultAuditArchive)
+	if n > 0 {
+		fmt.Fprintf(w, "%s: reclaimed %d run(s) left by a crash\n", prefix, n)
+	}
+	var kept *OrphansKeptError
+	if errors.As(err, &kept) {
+		fmt.Fprintf(w, "%s: orphan sweep: %v; this run goes on\n", prefix, err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("orphan sweep: %w", err)
+	}
+	return nil
 }

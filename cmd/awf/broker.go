@@ -62,8 +62,8 @@ func cmdBroker(ctx context.Context, e env) int {
 		}
 		return os.Getenv(k)
 	}
-	if _, err := host.SweepOrphans(ctx, host.DefaultPrivateBase, host.DefaultIngressBase, host.DefaultAuditArchive); err != nil {
-		fmt.Fprintf(e.stderr, "awf broker: orphan sweep: %v\n", err)
+	if err := host.StartupSweep(ctx, e.stderr, "awf broker"); err != nil {
+		fmt.Fprintf(e.stderr, "awf broker: %v\n", err)
 		return 1
 	}
 	r, err := host.Prepare(ctx, host.Options{

@@ -100,11 +100,9 @@ func cmdRun(ctx context.Context, e env) int {
 		}
 		return os.Getenv(k)
 	}
-	if n, err := host.SweepOrphans(ctx, host.DefaultPrivateBase, host.DefaultIngressBase, host.DefaultAuditArchive); err != nil {
-		fail("orphan sweep: ", err)
+	if err := host.StartupSweep(ctx, e.stderr, "awf"); err != nil {
+		fail("", err)
 		return exitAWF
-	} else if n > 0 {
-		fmt.Fprintf(e.stderr, "awf: reclaimed %d run(s) left by a crash\n", n)
 	}
 	wd, _ := os.Getwd()
 	// The watchdog first: whatever kills awf from here on, it reclaims the
