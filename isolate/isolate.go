@@ -301,18 +301,26 @@ type HostConfig struct {
 // RunWithSandbox implements Runtime.Run on top of Prepare, Exec and Destroy,
 // so every backend gets the same semantics.
 func RunWithSandbox(ctx context.Context, r Runtime, s Spec) Outcome {
+	return RunIn(ctx, r, func(ctx context.Context) (Sandbox, error) { return r.Prepare(ctx, s.Template) }, s.Job)
+}
+
+// RunIn is RunWithSandbox with the sandbox's source left to the caller:
+// prepare returns a fresh sandbox (a warm pool hands out one it prepared
+// earlier), job runs in it once, and it is destroyed. Its Timings.Prepare is
+// the time prepare took.
+func RunIn(ctx context.Context, r Runtime, prepare func(context.Context) (Sandbox, error), job Job) Outcome {
 	if err := r.Usable(); err != nil {
 		return Err(KindLaunchFailed, "runtime %s unusable: %v", r.Name(), err)
 	}
 	t0 := time.Now()
-	sb, err := r.Prepare(ctx, s.Template)
+	sb, err := prepare(ctx)
 	prep := time.Since(t0)
 	if err != nil {
 		o := Err(KindLaunchFailed, "prepare: %v", err)
 		o.Timings.Prepare = prep
 		return o
 	}
-	out := sb.Exec(ctx, s.Job)
+	out := sb.Exec(ctx, job)
 	out.Timings.Prepare = prep
 	t1 := time.Now()
 	// Destroy must run even when ctx is already done, with its own deadline.
