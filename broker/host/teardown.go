@@ -173,26 +173,8 @@ func SweepOrphans(ctx context.Context, privateBase, ingressBase, auditArchive st
 		}
 		n++
 	}
-	if len(errs) > 0 {
-		return n, &OrphansKeptError{Err: errors.Join(errs...)}
-	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
-
-// OrphansKeptError reports dead runs whose roots the orphan sweep could not
-// reclaim (their Docker Engine is gone, say): each is kept, root-only, for
-// the next sweep. It does not stop a new run: what a dead run left is not
-// under the new run's control, and refusing every later run until an
-// operator repairs an unrelated runtime would turn one crash into a host
-// outage. Callers report it loudly and go on; any other SweepOrphans error
-// (the private base itself unreadable) is fatal.
-type OrphansKeptError struct{ Err error }
-
-func (e *OrphansKeptError) Error() string {
-	return "kept for the next sweep: " + e.Err.Error()
-}
-
-func (e *OrphansKeptError) Unwrap() error { return e.Err }
 
 // reclaimRoot reclaims the private root of l, whose run is dead and whose
 // lock (nil when it has none) the caller holds: every process and cgroup
@@ -311,21 +293,19 @@ func summarize(r io.Reader) (string, error) {
 }
 
 // StartupSweep is the orphan sweep every long-lived command (awf run, awf
-// broker) does before it prepares a run, over the default bases: what was
-// reclaimed and what had to be kept are reported on w, each line starting
-// with prefix, and only an error that is not OrphansKeptError is returned.
+// broker) does before it prepares a run, over the default bases; what was
+// reclaimed is reported on w, each line starting with prefix. A dead run
+// that cannot be reclaimed (its Docker Engine is gone, say) stops the new
+// run: its sandboxes may still be running, beyond their wall limit, beside
+// the new run's on the same CPUs, and nothing but this sweep would notice.
+// Its root is kept, root-only, and the error says how to go on.
 func StartupSweep(ctx context.Context, w io.Writer, prefix string) error {
 	n, err := SweepOrphans(ctx, DefaultPrivateBase, DefaultIngressBase, DefaultAuditArchive)
 	if n > 0 {
 		fmt.Fprintf(w, "%s: reclaimed %d run(s) left by a crash\n", prefix, n)
 	}
-	var kept *OrphansKeptError
-	if errors.As(err, &kept) {
-		fmt.Fprintf(w, "%s: orphan sweep: %v; this run goes on\n", prefix, err)
-		return nil
-	}
 	if err != nil {
-		return fmt.Errorf("orphan sweep: %w", err)
+		return fmt.Errorf("orphan sweep: %w (a dead run's sandboxes may still run: restore its runtime, or stop them and remove its private root under %s, then start again)", err, DefaultPrivateBase)
 	}
 	return nil
 }
