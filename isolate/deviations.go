@@ -59,8 +59,8 @@ var deviations = []Deviation{
 		"the job's tasks are Sentry tasks, not host tasks; the host cgroup counts the Sentry's threads, the gofer and ptrace stubs"},
 	{"gvisor", FieldMemory, "the limit covers the Sentry and the gofer too",
 		"they run in the sandbox's host cgroup; the job gets somewhat less (the Sentry takes about 20-40 MiB)"},
-	{"gvisor", FieldSeccomp, "applied inside the Sentry: kill-process kills one thread, errno answers EPERM",
-		"runsc's --oci-seccomp supports only these actions; (*gvisor.Runtime).Deviations lists the rules of each policy; the host is protected by the Sentry's own filter"},
+	{"gvisor", FieldSeccomp, "applied inside the Sentry: kill-process becomes trap (SIGSYS, whose default action ends the whole process: seccomp-kill), errno answers EPERM",
+		"runsc's --oci-seccomp has no kill-process, and its kill ends one thread, so a multi-threaded job ran on to the wall limit; a job that handles, ignores or blocks SIGSYS survives a denied call, which is still not executed, and its outcome is then not seccomp-kill (a Go program's runtime handles SIGSYS and exits 2); (*gvisor.Runtime).Deviations lists the rules of each policy; the host is protected by the Sentry's own filter"},
 }
 
 // Deviations returns the declared deviations, as a copy.

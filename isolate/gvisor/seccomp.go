@@ -16,6 +16,17 @@ import (
 // and ALLOW. translateSeccomp maps the compiled policy onto it and lists
 // every place where the result differs from what the kernel filter of the
 // direct backend does. The differences are reported, never hidden.
+//
+// A policy's kill (SCMP_ACT_KILL_PROCESS) becomes TRAP, not KILL. KILL ends
+// only the calling thread: in a multi-threaded job the other threads run on
+// until the wall-clock limit, and the outcome is a timeout. TRAP skips the
+// call and sends the calling thread SIGSYS, whose default action ends the
+// whole thread group at once with that signal; runsc then exits 128+SIGSYS,
+// which is the seccomp-kill outcome, as on direct. What TRAP cannot do is
+// stop a job that handles, ignores or blocks SIGSYS: the call is still not
+// executed (it returns its own number), but the job carries on. A Go
+// program (the enclave loop) handles SIGSYS itself and exits 2. Both are
+// declared deviations; neither runs a denied call.
 
 // translateSeccomp rewrites s for runsc. unimplemented names the system calls
 // the Sentry does not implement at all (it answers them with ENOSYS itself)
@@ -80,6 +91,9 @@ func errnoOf(p *uint) unix.Errno {
 	return unix.Errno(*p)
 }
 
+// killProcessDeviation says how a kill rule differs once it is a TRAP.
+const killProcessDeviation = "SCMP_ACT_KILL_PROCESS becomes SCMP_ACT_TRAP (SIGSYS ends the whole process unless the job handles, ignores or blocks SIGSYS; the call is never executed)"
+
 // translateAction maps one action and says how the result differs.
 func translateAction(a specs.LinuxSeccompAction, errno *uint, what string) (specs.LinuxSeccompAction, []string, error) {
 	switch a {
@@ -88,7 +102,7 @@ func translateAction(a specs.LinuxSeccompAction, errno *uint, what string) (spec
 	case specs.ActKillThread:
 		return specs.ActKill, nil, nil
 	case specs.ActKillProcess:
-		return specs.ActKill, []string{what + ": SCMP_ACT_KILL_PROCESS becomes SCMP_ACT_KILL (the calling thread is killed, not the whole process)"}, nil
+		return specs.ActTrap, []string{what + ": " + killProcessDeviation}, nil
 	case specs.ActErrno:
 		if e := errnoOf(errno); e != unix.EPERM {
 			return specs.ActErrno, []string{fmt.Sprintf("%s: errno %s becomes EPERM", what, unix.ErrnoName(e))}, nil
