@@ -21,7 +21,8 @@ import (
 // dockerd.sh with its own run directory, data root and cgroup parent), so
 // that killing it touches no other test's Engine.
 type engine struct {
-	env            []string
+	vars           []string // the dockerd.sh variables naming this Engine
+	env            []string // BaseEnv and vars
 	sock, run, tag string
 }
 
@@ -33,7 +34,8 @@ func newEngine(t *testing.T) *engine {
 	tag := fmt.Sprintf("awf-faults-docker-%d", os.Getpid())
 	e := &engine{run: "/run/" + tag, tag: tag}
 	e.sock = filepath.Join(e.run, "docker.sock")
-	e.env = append(fixture.BaseEnv(), "AWF_DOCKERD_RUN_DIR="+e.run, "AWF_DOCKERD_DATA_ROOT=/var/lib/"+tag, "AWF_DOCKERD_CGROUP_PARENT="+tag)
+	e.vars = []string{"AWF_DOCKERD_RUN_DIR=" + e.run, "AWF_DOCKERD_DATA_ROOT=/var/lib/" + tag, "AWF_DOCKERD_CGROUP_PARENT=" + tag}
+	e.env = append(fixture.BaseEnv(), e.vars...)
 	t.Cleanup(func() { e.script(t, "stop") })
 	return e
 }
@@ -106,6 +108,7 @@ func TestKillDockerd(t *testing.T) {
 			case phaseTeardown:
 				r.waitStdout(t, "bye")
 			}
+			release := holdRoot(t, id)
 			e.kill(t)
 			if phase == phaseStaging || phase == phaseReady {
 				_ = os.WriteFile(filepath.Join(g.dir, "gate1"), nil, 0o644)
@@ -152,6 +155,7 @@ func TestKillDockerd(t *testing.T) {
 			// The Engine back, the next awf run's start-up sweep reclaims
 			// the kept root and the run's containers on that Engine.
 			e.script(t, "start")
+			release()
 			next := startRun(t, configOn(t, "docker", e.sock, 8, "public", "", 30), agentScript(t, "echo started\n"))
 			// (Any awf run's sweep may be the one: other runs share the host.)
 			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
