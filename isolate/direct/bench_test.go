@@ -61,6 +61,68 @@ func BenchmarkTrivialScript(b *testing.B) {
 	report(b, "destroy-ms", destroy)
 }
 
+// BenchmarkPreparedAhead measures what a warm pool buys: Exec and Destroy
+// of a sandbox prepared ahead (its interpreter already started and waiting
+// for the script, as a pool holds it), against a cold Run of the same
+// trivial script, the bare host interpreter running it, and the bare host
+// interpreter doing nothing (python3 -I -S -B -c pass), interleaved within
+// each iteration. It reports the medians in ms, warm/cold, warm/pass, and
+// the medians of the warm run's phases. Preparing (not timed) is followed
+// by a pause, as a pool refills between requests.
+func BenchmarkPreparedAhead(b *testing.B) {
+	repo := seedRepo(b)
+	e := newEnv(b)
+	tpl := e.template(b, repo)
+	ctx := context.Background()
+	bare := newBareVariant(b, repo)
+	pass := func(b *testing.B) time.Duration {
+		t0 := time.Now()
+		if out, err := exec.Command("/usr/bin/python3", "-I", "-S", "-B", "-c", "pass").CombinedOutput(); err != nil {
+			b.Fatalf("python3 -c pass: %v: %s", err, out)
+		}
+		return time.Since(t0)
+	}
+	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
+
+	var warm, cold, bareT, passT, start, run, destroy []time.Duration
+	for b.Loop() {
+		sb, err := e.rt.Prepare(ctx, tpl)
+		if err != nil {
+			b.Fatalf("prepare: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		t0 := time.Now()
+		o := sb.Exec(ctx, job)
+		t1 := time.Now()
+		err = sb.Destroy(ctx)
+		warm = append(warm, time.Since(t0))
+		destroy = append(destroy, time.Since(t1))
+		if err != nil || o.Kind != isolate.KindOK {
+			b.Fatalf("warm: outcome %s: %s (destroy: %v)", o.Kind, o.Detail, err)
+		}
+		start = append(start, o.Timings.Start)
+		run = append(run, o.Timings.Run+o.Timings.Read)
+
+		t0 = time.Now()
+		o = e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: job})
+		cold = append(cold, time.Since(t0))
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("cold: outcome %s: %s", o.Kind, o.Detail)
+		}
+		bareT = append(bareT, bare(b))
+		passT = append(passT, pass(b))
+	}
+	report(b, "warm-ms", warm)
+	report(b, "cold-ms", cold)
+	report(b, "bare-ms", bareT)
+	report(b, "pass-ms", passT)
+	b.ReportMetric(median(warm).Seconds()/median(cold).Seconds(), "warm/cold")
+	b.ReportMetric(median(warm).Seconds()/median(passT).Seconds(), "warm/pass")
+	report(b, "warm-start-ms", start)
+	report(b, "warm-run-ms", run)
+	report(b, "warm-destroy-ms", destroy)
+}
+
 // newBareVariant runs the script with the host interpreter, no sandbox.
 func newBareVariant(b *testing.B, repo string) func(*testing.B) time.Duration {
 	dir := b.TempDir()

@@ -3,9 +3,15 @@
 //
 // A sandbox is prepared ahead of its job: Prepare creates the container and
 // starts libcontainer's init, which sets up every namespace, mount, limit and
-// the seccomp filter and then blocks before exec. Exec places the script,
-// releases init to exec the interpreter, enforces the wall-clock deadline,
-// and reads the counters and /query/out from the outside. Every container,
+// the seccomp filter and then blocks before exec; Prepare then releases it
+// to exec the interpreter's bootstrap (isolate.BootstrapArgv), which loads
+// the usual modules and blocks reading its script from an inherited pipe.
+// Exec places the script read-only at isolate.ScriptPath, hands the same
+// bytes over the pipe, enforces the wall-clock deadline (from Exec on, not
+// while the sandbox waits), and reads the counters and /query/out from the
+// outside. A cold Run goes through the same Prepare and Exec, so a script
+// cannot tell a sandbox that waited from one made for it. A job with
+// another argv gets a sandbox of its own whose init execs it at Exec. Every container,
 // cgroup, mount and scratch directory is journalled under the state
 // directory before it is created, so Sweep can reclaim whatever a crashed
 // broker left.

@@ -48,22 +48,31 @@ func newScratch(root string) scratchDirs {
 
 // sandbox is one prepared, single-use direct sandbox.
 type sandbox struct {
-	r      *Runtime
-	t      isolate.Template
-	id     string
-	ent    entry
-	sc     scratchDirs
-	image  *workspace.RootImage // mounted afresh at sc.rootfs
-	view   *repoView            // lower layer of the repo overlay; nil without a repo
-	argv   []string
-	enc    *enclave.Layout // an enclave's filesystem instead of /query and /awf; nil for a query
-	ctr    *libcontainer.Container
-	proc   *libcontainer.Process
-	pid    int
-	qfd    int // O_PATH fd of the sandbox's /query, -1 when closed
-	stdout *capWriter
-	stderr *capWriter
-	done   chan struct{} // closed when init has been reaped
+	r     *Runtime
+	t     isolate.Template
+	id    string
+	ent   entry
+	sc    scratchDirs
+	image *workspace.RootImage // mounted afresh at sc.rootfs
+	view  *repoView            // lower layer of the repo overlay; nil without a repo
+	argv  []string             // the job argv it was prepared for (Exec compares)
+	enc   *enclave.Layout      // an enclave's filesystem instead of /query and /awf; nil for a query
+	// handoff is the write end of the bootstrap's descriptor when the
+	// sandbox runs the default interpreter (isolate.BootstrapArgv): its
+	// python3 starts in Prepare and waits there for the script. Nil for
+	// any other argv, whose init is released by Exec.
+	handoff *os.File
+	// bootRead is the bootstrap's end of that pipe, init's descriptor 3.
+	// The broker's copy is closed as soon as Start returns (never before:
+	// Start may still be forking after an abandoned Prepare).
+	bootRead *os.File
+	ctr      *libcontainer.Container
+	proc     *libcontainer.Process
+	pid      int
+	qfd      int // O_PATH fd of the sandbox's /query, -1 when closed
+	stdout   *capWriter
+	stderr   *capWriter
+	done     chan struct{} // closed when init has been reaped
 	// released is closed when the sandbox is reclaimed; it frees the
 	// thread init was forked from even if init was never waited for.
 	released chan struct{}
@@ -76,7 +85,11 @@ type sandbox struct {
 }
 
 // Prepare implements isolate.Runtime: it creates the container and starts
-// its init, which sets up every control and then waits before exec.
+// its init, which sets up every control and waits before exec; then it
+// releases init, which execs the interpreter's bootstrap under every
+// control. The bootstrap loads its modules and blocks reading its script,
+// so that Exec only hands the script over. The wall-clock deadline does
+// not run while it waits.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
 	return r.prepare(ctx, t, isolate.DefaultArgv, nil)
 }
@@ -208,7 +221,18 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if sb.view != nil {
 		lower = sb.view.dir
 	}
-	d, err := sb.r.describe(sb.t, sb.argv)
+	launch := sb.argv
+	if sb.enc == nil && isolate.IsDefaultArgv(sb.argv) {
+		// One launch path for the default interpreter, whether the
+		// sandbox waits in a pool or runs at once: a script cannot tell.
+		launch = isolate.BootstrapArgv(isolate.BootstrapFD)
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("bootstrap pipe: %w", err)
+		}
+		sb.bootRead, sb.handoff = pr, pw
+	}
+	d, err := sb.r.describe(sb.t, launch)
 	if err != nil {
 		return err
 	}
@@ -227,6 +251,12 @@ func (sb *sandbox) start(ctx context.Context) error {
 	}
 	sb.ctr = ctr
 	sb.proc = process(d, sb.stdout, sb.stderr)
+	if sb.bootRead != nil {
+		// Descriptor 3 (isolate.BootstrapFD): libcontainer passes extra
+		// files in order from 3 and closes every other descriptor above
+		// them before exec.
+		sb.proc.ExtraFiles = []*os.File{sb.bootRead}
+	}
 	errc := make(chan error, 1)
 	go sb.startOnOwnThread(errc)
 	select {
@@ -257,7 +287,50 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err := sb.confineNetwork(); err != nil {
 		return err
 	}
-	return sb.openQuery()
+	if err := sb.openQuery(); err != nil {
+		return err
+	}
+	if sb.handoff != nil {
+		return sb.release(ctx)
+	}
+	return nil
+}
+
+// release lets init exec the bootstrap, bounded by ctx. From here the
+// interpreter runs, under every control, until its script arrives.
+func (sb *sandbox) release(ctx context.Context) error {
+	execErr := make(chan error, 1)
+	go func() { execErr <- sb.ctr.Exec() }()
+	select {
+	case err := <-execErr:
+		if err != nil {
+			return fmt.Errorf("release init: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		// Exec notices a dead init within 100 ms; teardown then reaps it.
+		sb.kill()
+		<-execErr
+		return fmt.Errorf("release init: %w", ctx.Err())
+	}
+}
+
+// abortStart kills the sandbox while Exec is still starting the job, and
+// unblocks a handover stuck on a full pipe (the bootstrap cannot read any
+// more once killed; the deadline covers one that is not gone yet).
+func (sb *sandbox) abortStart() {
+	sb.kill()
+	if sb.handoff != nil {
+		_ = sb.handoff.SetWriteDeadline(time.Now())
+	}
+}
+
+// kill ends everything in the sandbox.
+func (sb *sandbox) kill() {
+	_ = sb.ctr.Signal(unix.SIGKILL)
+	if sb.r.cg.v2() {
+		sb.r.cg.killLeaf(sb.id)
+	}
 }
 
 // startOnOwnThread starts init from an OS thread that lives until init is
@@ -273,6 +346,9 @@ func (sb *sandbox) start(ctx context.Context) error {
 func (sb *sandbox) startOnOwnThread(errc chan<- error) {
 	runtime.LockOSThread()
 	err := sb.ctr.Start(sb.proc)
+	if sb.bootRead != nil {
+		_ = sb.bootRead.Close() // init has its own copy now
+	}
 	errc <- err
 	if err != nil {
 		// libcontainer has killed and reaped what it forked.
@@ -382,27 +458,52 @@ func (sb *sandbox) exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	if err := sb.r.track(sb.ent); err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "%v", err)
 	}
+	if sb.handoff != nil {
+		select {
+		case <-sb.done:
+			st := exitStatus(sb.ps)
+			o := isolate.Err(isolate.KindLaunchFailed, "the interpreter of %s ended before its script (exit %d %s)", sb.id, st.code, st.signal)
+			o.Stdout, o.Stderr = sb.stdout.Bytes(), sb.stderr.Bytes()
+			return o
+		default:
+		}
+		// The bootstrap runs under every control and does nothing until
+		// its script arrives; once it has the script, a short one can end
+		// before a caller could look at it.
+		if job.OnStart != nil {
+			job.OnStart(sb.pid)
+		}
+	}
+	// The deadline counts from here, not from Prepare: a sandbox may wait
+	// in a pool for as long as it likes.
 	wall := time.NewTimer(l.Wall)
 	defer wall.Stop()
 	timedOut := false
-	kill := func() {
-		_ = sb.ctr.Signal(unix.SIGKILL)
-		if sb.r.cg.v2() {
-			sb.r.cg.killLeaf(sb.id)
-		}
-	}
+	kill := sb.kill
 	execErr := make(chan error, 1)
-	go func() { execErr <- sb.ctr.Exec() }()
+	if sb.handoff != nil {
+		// The interpreter is running and blocked on its descriptor: hand it
+		// the script (a pipe's worth fits without waiting for it).
+		go func() {
+			err := isolate.HandScript(sb.handoff, job.Script)
+			if cerr := sb.handoff.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("bootstrap: close the handoff: %w", cerr)
+			}
+			execErr <- err
+		}()
+	} else {
+		go func() { execErr <- sb.ctr.Exec() }()
+	}
 	var err error
 	select {
 	case err = <-execErr:
 	case <-wall.C:
 		timedOut = true
-		kill()
+		sb.abortStart()
 		err = <-execErr
 	case <-ctx.Done():
 		timedOut = true
-		kill()
+		sb.abortStart()
 		err = <-execErr
 	}
 	started := time.Now()
@@ -416,7 +517,7 @@ func (sb *sandbox) exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 		o.Timings = out.Timings
 		return o
 	}
-	if err == nil && !timedOut && job.OnStart != nil {
+	if err == nil && !timedOut && job.OnStart != nil && sb.handoff == nil {
 		job.OnStart(sb.pid)
 	}
 	if !timedOut {
@@ -540,6 +641,9 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 		_ = unix.Close(sb.qfd)
 		sb.qfd = -1
 	}
+	// An idle bootstrap is killed below with the rest; its pipe is closed
+	// after, so it never sees an end of file first.
+	defer sb.closeHandoff()
 	if sb.ctr != nil {
 		if sb.pid != 0 {
 			select {
@@ -604,5 +708,17 @@ func destroyContainer(ctx context.Context, ctr *libcontainer.Container) error {
 			return fmt.Errorf("destroy container %s: %w", ctr.ID(), err)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// closeHandoff closes the broker's ends of the bootstrap's pipe if Exec
+// and Start have not.
+func (sb *sandbox) closeHandoff() {
+	// An *os.File tolerates a second Close.
+	if sb.handoff != nil {
+		_ = sb.handoff.Close()
+	}
+	if sb.bootRead != nil {
+		_ = sb.bootRead.Close()
 	}
 }

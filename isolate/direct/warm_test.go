@@ -1,0 +1,103 @@
+package direct_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// TestPreparedAheadLooksCold runs one observation script (testdata/
+// observe.py: loaded modules, argv, descriptors, environment, cwd,
+// rlimits, credentials, umask, signal dispositions, sys.flags and more) in
+// a sandbox whose interpreter has waited for it, and in a cold run, and
+// wants the same observations from both.
+func TestPreparedAheadLooksCold(t *testing.T) {
+	e := newEnv(t)
+	script, err := os.ReadFile("testdata/observe.py")
+	require.NoError(t, err)
+	tpl := e.template(t, seedRepo(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	sb, err := e.rt.Prepare(ctx, tpl)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
+	// Long enough for the bootstrap to have loaded everything and to wait.
+	time.Sleep(time.Second)
+	warm := sb.Exec(ctx, isolate.Job{InvocationID: "warm", Script: script})
+	require.NoError(t, sb.Destroy(ctx))
+	require.Equal(t, isolate.KindOK, warm.Kind, "%s: %s", warm.Detail, warm.Stderr)
+
+	cold := e.run(t, tpl, string(script))
+	require.Equal(t, isolate.KindOK, cold.Kind, "%s: %s", cold.Detail, cold.Stderr)
+
+	assert.Empty(t, warm.Stderr)
+	assert.Empty(t, cold.Stderr)
+	require.JSONEq(t, string(cold.Stdout), string(warm.Stdout))
+
+	// And what both see is a cold interpreter's view of its script.
+	var obs struct {
+		Modules  []string `json:"modules"`
+		Argv     []string `json:"argv"`
+		File     string   `json:"file"`
+		Name     string   `json:"name"`
+		OrigArgv []string `json:"orig_argv"`
+		FDs      [][]any  `json:"fds"`
+		Globals  []string `json:"globals"`
+	}
+	require.NoError(t, json.Unmarshal(warm.Stdout, &obs))
+	assert.Contains(t, obs.Modules, "json", "the bootstrap preloads json")
+	assert.Equal(t, []string{isolate.ScriptPath}, obs.Argv)
+	assert.Equal(t, isolate.DefaultArgv, obs.OrigArgv)
+	assert.Equal(t, isolate.ScriptPath, obs.File)
+	assert.Equal(t, "__main__", obs.Name)
+	assert.Len(t, obs.FDs, 3, "only stdio is open: %v", obs.FDs)
+	assert.Equal(t, []string{"__annotations__", "__builtins__", "__cached__", "__doc__", "__file__",
+		"__loader__", "__name__", "__package__", "__spec__", "modules", "sys"}, obs.Globals)
+}
+
+// TestIdlePreparedSandboxOutlivesWall: the wall-clock deadline runs from
+// Exec, so a sandbox that waits longer than it is still usable, and a job
+// that runs longer than it still times out.
+func TestIdlePreparedSandboxOutlivesWall(t *testing.T) {
+	e := newEnv(t)
+	tpl := e.template(t, "")
+	tpl.Limits.Wall = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		script string
+		kind   isolate.Kind
+	}{{okScript, isolate.KindOK}, {"import time\ntime.sleep(30)\n", isolate.KindTimeout}} {
+		sb, err := e.rt.Prepare(ctx, tpl)
+		require.NoError(t, err)
+		time.Sleep(2 * tpl.Limits.Wall)
+		o := sb.Exec(ctx, isolate.Job{InvocationID: "idle", Script: []byte(c.script)})
+		require.NoError(t, sb.Destroy(ctx))
+		assert.Equal(t, c.kind, o.Kind, "%s: %s", o.Detail, o.Stderr)
+	}
+	e.assertIdle(t)
+}
+
+// TestPreparedScriptErrorsLookCold: tracebacks name the script's path and
+// show no frame of the bootstrap; exit statuses pass through.
+func TestPreparedScriptErrorsLookCold(t *testing.T) {
+	e := newEnv(t)
+	tpl := e.template(t, "")
+	o := e.run(t, tpl, "def f():\n    raise ValueError('no')\n\nf()\n")
+	require.Equal(t, isolate.KindNonzeroExit, o.Kind)
+	assert.Equal(t, 1, o.ExitCode)
+	assert.Equal(t, "Traceback (most recent call last):\n"+
+		"  File \""+isolate.ScriptPath+"\", line 4, in <module>\n    f()\n"+
+		"  File \""+isolate.ScriptPath+"\", line 2, in f\n    raise ValueError('no')\nValueError: no\n", string(o.Stderr))
+	o = e.run(t, tpl, "raise SystemExit(7)\n")
+	assert.Equal(t, 7, o.ExitCode)
+	assert.Empty(t, o.Stderr)
+}
