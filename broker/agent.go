@@ -377,15 +377,22 @@ type EnclaveRunner interface {
 	RunEnclave(ctx context.Context, t isolate.Template, e Enclave) EnclaveOutcome
 }
 
-// runJob runs a task's job. A bounded-agent task gets its capability
-// first, runs on an EnclaveRunner only (any other runtime fails closed:
+// runJob runs a task's job. A query or probe runs in a sandbox from the
+// warm pool when there is one (a cold one when the pool has none for the
+// template), else in one the runtime prepares now; either way inside the
+// request's measured window, and destroyed before it ends. A bounded-agent
+// task gets its capability first, runs on an EnclaveRunner only (any other runtime fails closed:
 // an enclave never runs as a query sandbox), and has the capability
 // revoked after the enclave is torn down; a revocation that fails turns
 // the outcome into a cleanup failure.
 func (b *Broker) runJob(ctx context.Context, t isolate.Template, id string, task Task) isolate.Outcome {
 	at, ok := task.(*agentTask)
 	if !ok {
-		return b.o.Runtime.Run(ctx, isolate.Spec{Template: t, Job: task.Job(id)})
+		s := isolate.Spec{Template: t, Job: task.Job(id)}
+		if b.pool != nil {
+			return b.pool.Run(ctx, s)
+		}
+		return b.o.Runtime.Run(ctx, s)
 	}
 	er, ok := b.o.Runtime.(EnclaveRunner)
 	if !ok {

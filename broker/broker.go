@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/pool"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -51,6 +52,14 @@ type Options struct {
 	// sandbox of any kind runs at a time and none can signal to a
 	// concurrent one. Nil gives the broker a lane of its own.
 	Lane chan struct{}
+	// WarmPool is how many single-use sandboxes the broker keeps prepared
+	// for each seed (isolate/pool), so that a request pays for running its
+	// job and destroying the sandbox but not for preparing it. 0 keeps
+	// none: every sandbox is prepared inside its request, as without a
+	// pool. A bounded-agent broker never pools (an enclave's network
+	// belongs to one invocation). The pool is filled by FillPool and
+	// refilled by Refill, on the lane, and emptied by Close.
+	WarmPool int
 }
 
 // Freezer freezes and thaws the agent. Freeze returns nil only once the
@@ -77,6 +86,11 @@ type Broker struct {
 	// errBody and route are the kind's (KindErrorBody, KindRoute).
 	errBody []byte
 	route   string
+	// pool holds the prepared sandboxes; nil when WarmPool is 0.
+	pool *pool.Pool
+	// stopped ends when Freeze is called: a refill stops holding the lane.
+	stopped context.Context
+	stop    context.CancelFunc
 
 	mu     sync.Mutex
 	used   int
@@ -104,6 +118,9 @@ func New(o Options) (*Broker, error) {
 	if o.ThawTimeout <= 0 {
 		o.ThawTimeout = DefaultThawTimeout
 	}
+	if o.WarmPool < 0 {
+		return nil, fmt.Errorf("broker: warm pool size %d must not be negative", o.WarmPool)
+	}
 	lane := o.Lane
 	if lane == nil {
 		lane = make(chan struct{}, 1)
@@ -121,15 +138,39 @@ func New(o Options) (*Broker, error) {
 		sens[key] = s.Sensitivity
 	}
 	b.ledger = NewLedger(sens)
+	b.stopped, b.stop = context.WithCancel(context.Background())
+	if _, agent := o.Kind.(*AgentKind); o.WarmPool > 0 && !agent {
+		ts := make([]isolate.Template, 0, len(o.Seeds))
+		for _, s := range o.Seeds {
+			ts = append(ts, b.template(b.seeds[strings.ToLower(s.Repo)]))
+		}
+		p, err := pool.New(o.Runtime, o.WarmPool, ts)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		b.pool = p
+	}
 	return b, nil
+}
+
+// template is the sandbox template of a job against seed: the one that
+// run gives the runtime and that the warm pool is keyed and filled by.
+func (b *Broker) template(seed Seed) isolate.Template {
+	t := b.o.Template
+	t.Repo = seed.Dir
+	t.Limits.Wall = b.o.Timeout
+	return t
 }
 
 // Ledger exposes the ledger to the operator side (tests, summaries).
 func (b *Broker) Ledger() *Ledger { return b.ledger }
 
 // Freeze stops admissions: every later request gets the canonical error
-// without being counted.
-func (b *Broker) Freeze() { b.closed.Store(true) }
+// without being counted. A refill stops holding the lane, and none starts.
+func (b *Broker) Freeze() {
+	b.closed.Store(true)
+	b.stop()
+}
 
 // Wait waits for admitted requests to finish, or for ctx.
 func (b *Broker) Wait(ctx context.Context) error {
@@ -330,9 +371,7 @@ func (f *frozenAgent) thaw() error {
 // run executes the job in a fresh sandbox and classifies the outcome. It
 // returns an empty reason and the success body, or a failure reason.
 func (b *Broker) run(ctx context.Context, id string, seed Seed, task Task) (reason, outcome, detail string, body []byte) {
-	t := b.o.Template
-	t.Repo = seed.Dir
-	t.Limits.Wall = b.o.Timeout
+	t := b.template(seed)
 	// The runtime gets the job's wall limit plus a grace for setup and
 	// teardown; isolate.RunWithSandbox bounds the destroy on its own.
 	rctx, cancel := context.WithTimeout(ctx, b.o.Timeout+30*time.Second)

@@ -16,6 +16,9 @@ type fakeRuntime struct {
 	outcome func(isolate.Spec) isolate.Outcome
 	clock   *fakeClock // when set, each run advances it by cost
 	cost    time.Duration
+	// prepare, when set, prepares the warm pool's sandboxes; unset, a
+	// Prepare panics (a broker without a pool never prepares).
+	prepare func(isolate.Template) (isolate.Sandbox, error)
 }
 
 func (f *fakeRuntime) Name() string                { return "fake" }
@@ -23,8 +26,11 @@ func (f *fakeRuntime) Probe(context.Context) error { return nil }
 func (f *fakeRuntime) Sweep(context.Context) error { return nil }
 func (f *fakeRuntime) Usable() error               { return nil }
 func (f *fakeRuntime) Close() error                { return nil }
-func (f *fakeRuntime) Prepare(context.Context, isolate.Template) (isolate.Sandbox, error) {
-	panic("not used")
+func (f *fakeRuntime) Prepare(_ context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	if f.prepare == nil {
+		panic("not used")
+	}
+	return f.prepare(t)
 }
 
 func (f *fakeRuntime) Run(_ context.Context, s isolate.Spec) isolate.Outcome {

@@ -126,6 +126,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Lock()
 			s.conns--
 			s.mu.Unlock()
+			// The response is written and the connection closed: only now
+			// may the warm pool prepare the sandbox that the job used up.
+			s.b.Refill(s.hard)
 		}()
 	}
 }

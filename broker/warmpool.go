@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Deadlines of the warm pool's work. None of it is inside a request's
+// measured window.
+const (
+	// PoolFillTimeout bounds the start-up fill of every seed's sandboxes.
+	PoolFillTimeout = 10 * time.Minute
+	// RefillTimeout bounds one refill after a response.
+	RefillTimeout = 2 * time.Minute
+	// PoolCloseTimeout bounds destroying the idle sandboxes at shutdown.
+	PoolCloseTimeout = 30 * time.Second
+)
+
+// The warm pool's lifecycle events in the audit log.
+const (
+	LifecyclePoolFilled     = "pool-filled"
+	LifecyclePoolFillFailed = "pool-fill-failed"
+	LifecyclePoolClosed     = "pool-closed"
+	LifecyclePoolCloseError = "pool-close-failed"
+)
+
+// FillPool prepares the warm pool's sandboxes before the first request, on
+// the lane, and writes the pool-filled lifecycle record: how many
+// sandboxes wait, for how many seeds. That count is the pool's cost: each
+// idle sandbox holds what a prepared one holds (for the direct runtime its
+// waiting init process, cgroup, tmpfs and mounts). A failed prepare is
+// recorded and returned; the broker still serves, and that seed's requests
+// prepare their sandboxes cold. Without a pool it does nothing.
+func (b *Broker) FillPool(ctx context.Context) error {
+	if b.pool == nil {
+		return nil
+	}
+	select {
+	case b.lane <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-b.lane }()
+	fctx, cancel := context.WithTimeout(ctx, PoolFillTimeout)
+	defer cancel()
+	_, err := b.pool.Fill(fctx)
+	st := b.pool.Stats()
+	b.o.Audit.Lifecycle(LifecyclePoolFilled, fmt.Sprintf("idle=%d seeds=%d size=%d backend=%s", st.Idle, len(b.seeds), b.pool.Size(), b.o.Runtime.Name()))
+	if err != nil {
+		b.o.Audit.Lifecycle(LifecyclePoolFillFailed, err.Error())
+	}
+	return err
+}
+
+// Refill prepares what the warm pool lacks once a response has been
+// written (the server calls it then; the agent is thawed by then). It
+// takes the lane, so it never runs beside a job of any broker of the run,
+// and it keeps the lane until the timing bucket of its own duration has
+// passed: a request that queues behind it learns which bucket the refill
+// took, never how long it took, so that the refill's duration cannot carry
+// what a finished sandbox left in the kernel. It returns at once when
+// there is no pool or nothing is missing, and stops holding the lane on
+// Freeze. A failed prepare is audited; that seed's next request is cold.
+func (b *Broker) Refill(ctx context.Context) {
+	if b.pool == nil || b.pool.Missing() == 0 || b.closed.Load() {
+		return
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.stopped, cancel)()
+	select {
+	case b.lane <- struct{}{}:
+	case <-hctx.Done():
+		return
+	}
+	defer func() { <-b.lane }()
+	if b.pool.Missing() == 0 || b.closed.Load() {
+		return
+	}
+	clock := b.o.Clock
+	start := clock.Now()
+	// A prepare is not cut short by a shutdown: an abandoned one can leave
+	// the runtime unusable. It has its own deadline.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), RefillTimeout)
+	_, err := b.pool.Fill(fctx)
+	fcancel()
+	elapsed := clock.Now() - start
+	if err != nil {
+		b.o.Audit.Lifecycle(LifecyclePoolFillFailed, err.Error())
+	}
+	Prioritized(func() { WaitForBucket(hctx, clock, start, elapsed) })
+}
+
+// Close destroys the warm pool's idle sandboxes, under PoolCloseTimeout
+// even when ctx has ended, and records the pool's counters: warm and cold
+// takes, and how many idle sandboxes it destroyed. Call it once the
+// server has shut down; a later request's sandbox is prepared cold. A
+// failed destroy is recorded and returned (the runtime marks itself
+// unusable). Without a pool it does nothing.
+func (b *Broker) Close(ctx context.Context) error {
+	if b.pool == nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PoolCloseTimeout)
+	defer cancel()
+	err := b.pool.Close(cctx)
+	st := b.pool.Stats()
+	b.o.Audit.Lifecycle(LifecyclePoolClosed, fmt.Sprintf("warm=%d cold=%d prepared=%d failed=%d destroyed=%d", st.Warm, st.Cold, st.Prepared, st.Failed, st.Destroyed))
+	if err != nil {
+		b.o.Audit.Lifecycle(LifecyclePoolCloseError, err.Error())
+	}
+	return err
+}

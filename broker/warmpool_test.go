@@ -1,0 +1,314 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
+)
+
+// pooledSandboxes is a fake runtime's supply of sandboxes for the warm
+// pool: each logs its prepare, exec and destroy, and the supply notes a
+// prepare that happens while any job runs.
+type pooledSandboxes struct {
+	mu       sync.Mutex
+	log      *eventLog
+	clock    *fakeClock
+	made     []*pooledSandbox
+	running  int      // jobs executing now, on any broker of the lane
+	overlaps []string // prepares that happened while a job ran
+	// gate, when set, is received from before each prepare returns.
+	gate chan struct{}
+}
+
+type pooledSandbox struct {
+	s         *pooledSandboxes
+	t         isolate.Template
+	n         int
+	jobs      int
+	destroyed bool
+}
+
+func (s *pooledSandboxes) prepare(t isolate.Template) (isolate.Sandbox, error) {
+	s.mu.Lock()
+	if s.running > 0 {
+		s.overlaps = append(s.overlaps, t.Repo)
+	}
+	sb := &pooledSandbox{s: s, t: t, n: len(s.made)}
+	s.made = append(s.made, sb)
+	gate := s.gate
+	s.mu.Unlock()
+	if s.clock != nil {
+		s.clock.advance(20 * time.Millisecond)
+	}
+	s.log.add("prepare")
+	if gate != nil {
+		<-gate
+	}
+	return sb, nil
+}
+
+// jobStarted and jobEnded let a job of another broker on the lane count
+// as running.
+func (s *pooledSandboxes) jobStarted() { s.mu.Lock(); s.running++; s.mu.Unlock() }
+func (s *pooledSandboxes) jobEnded()   { s.mu.Lock(); s.running--; s.mu.Unlock() }
+
+func (sb *pooledSandbox) Exec(_ context.Context, j isolate.Job) isolate.Outcome {
+	s := sb.s
+	s.mu.Lock()
+	sb.jobs++
+	used := sb.jobs > 1 || sb.destroyed
+	s.running++
+	s.mu.Unlock()
+	defer s.jobEnded()
+	s.log.add("exec")
+	if s.clock != nil {
+		s.clock.advance(5 * time.Millisecond)
+	}
+	if used {
+		return isolate.Err(isolate.KindLaunchFailed, "sandbox %d reused", sb.n)
+	}
+	return isolate.Outcome{Kind: isolate.KindOK, Output: []byte("true")}
+}
+
+func (sb *pooledSandbox) Destroy(context.Context) error {
+	sb.s.mu.Lock()
+	sb.destroyed = true
+	sb.s.mu.Unlock()
+	sb.s.log.add("destroy")
+	return nil
+}
+
+func (s *pooledSandboxes) state() (made []pooledSandbox, overlaps []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sb := range s.made {
+		made = append(made, *sb)
+	}
+	return made, append([]string(nil), s.overlaps...)
+}
+
+// pooledBroker is a query broker over a fake runtime whose sandboxes come
+// from sup, with a warm pool of size.
+func pooledBroker(t *testing.T, size int, sup *pooledSandboxes, clock Clock, fr Freezer, lane chan struct{}, seeds ...Seed) (*Broker, *fakeRuntime, string) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-query.jsonl")
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	rt := &fakeRuntime{}
+	if sup != nil {
+		rt.prepare = sup.prepare
+	}
+	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+		Seeds: seeds, MaxInvocations: 32, Timeout: 30 * time.Second, Clock: clock, Audit: a, Freezer: fr, Lane: lane, WarmPool: size})
+	require.NoError(t, err)
+	return b, rt, filepath.Join(dir, "audit", "bounded-query.jsonl")
+}
+
+func readAudit(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestWarmPoolZeroIsTodaysPipeline: without a pool nothing is prepared
+// ahead (the fake runtime panics on Prepare), the runtime's own Run gets
+// the same spec as before, and the pool's calls are no-ops that take no
+// lane and write no record.
+func TestWarmPoolZeroIsTodaysPipeline(t *testing.T) {
+	clock := &fakeClock{}
+	lane := make(chan struct{}, 1)
+	b, rt, audit := pooledBroker(t, 0, nil, clock, nil, lane, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
+	ctx := context.Background()
+	lane <- struct{}{} // a pool call that took the lane would block here
+	require.NoError(t, b.FillPool(ctx))
+	b.Refill(ctx)
+	require.NoError(t, b.Close(ctx))
+	<-lane
+
+	body := b.Handle(ctx, queryReq("o/r", boolS, script))
+	assert.Equal(t, `{"status":"ok","result":true}`, string(body))
+	b.Refill(ctx)
+	require.Equal(t, 1, rt.runs())
+	want := isolate.Template{RunID: "r", Repo: "/seeds/x", Limits: isolate.DefaultLimits()}
+	want.Limits.Wall = 30 * time.Second
+	assert.Equal(t, want, rt.jobs[0].Template)
+	assert.NotContains(t, readAudit(t, audit), `"event":"pool-`)
+}
+
+// TestWarmPoolWindow checks where the pool's work falls: the start-up fill
+// before any request; inside a request only the exec and the destroy,
+// between the freeze and the bucket, as a cold run would be; the refill
+// only after the response and the thaw, held to its own bucket. The job
+// runs in the sandbox prepared ahead, and the refill makes a new one.
+func TestWarmPoolWindow(t *testing.T) {
+	clock := &fakeClock{}
+	log := &eventLog{clock: clock}
+	sup := &pooledSandboxes{log: log, clock: clock}
+	fr := &fakeFreezer{log: log}
+	b, rt, audit := pooledBroker(t, 1, sup, loggingClock{clock, log}, fr, nil, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
+	fr.debitSeen = func() int64 { return b.Ledger().Balance("o/r") }
+	ctx := context.Background()
+
+	require.NoError(t, b.FillPool(ctx))
+	log.add("filled")
+	start := clock.Now()
+	body := b.Handle(ctx, queryReq("o/r", boolS, script))
+	log.add("respond")
+	answered := clock.Now() - start
+	b.Refill(ctx)
+	log.add("refilled")
+
+	assert.Equal(t, `{"status":"ok","result":true}`, string(body))
+	assert.Equal(t, []string{"prepare", "filled", "freeze", "exec", "destroy", "bucket", "thaw", "respond", "prepare", "bucket", "refilled"}, log.list())
+	assert.Equal(t, 10*time.Millisecond, answered, "the warm request is in the 10 ms bucket: its prepare was outside")
+	assert.Equal(t, 100*time.Millisecond, log.at["refilled"]-log.at["respond"], "the refill holds the lane to the bucket of its own 20 ms")
+	assert.Zero(t, rt.runs(), "the runtime's own Run is not used with a pool")
+	made, overlaps := sup.state()
+	require.Len(t, made, 2)
+	assert.Equal(t, 1, made[0].jobs)
+	assert.True(t, made[0].destroyed)
+	assert.Zero(t, made[1].jobs, "the refill's sandbox is new")
+	assert.False(t, made[1].destroyed)
+	assert.Empty(t, overlaps)
+	wantT := isolate.Template{RunID: "r", Repo: "/seeds/x", Limits: isolate.DefaultLimits()}
+	wantT.Limits.Wall = 30 * time.Second
+	assert.Equal(t, wantT, made[0].t, "the pool is keyed by the request's own template")
+
+	require.NoError(t, b.Close(ctx))
+	made, _ = sup.state()
+	assert.True(t, made[1].destroyed, "Close destroys the idle one")
+	a := readAudit(t, audit)
+	assert.Contains(t, a, `"event":"pool-filled","detail":"idle=1 seeds=1 size=1 backend=fake"`)
+	assert.Contains(t, a, `"event":"pool-closed","detail":"warm=1 cold=0 prepared=2 failed=0 destroyed=1"`)
+}
+
+// TestWarmPoolKeysBySeed: each seed's request gets a sandbox prepared for
+// its own seed, never another's, and a used sandbox is never handed out.
+func TestWarmPoolKeysBySeed(t *testing.T) {
+	log := &eventLog{clock: &fakeClock{}}
+	sup := &pooledSandboxes{log: log}
+	seeds := []Seed{{Repo: "o/a", Dir: "/seeds/a", Sensitivity: "public"}, {Repo: "o/b", Dir: "/seeds/b", Sensitivity: "public"}}
+	b, _, _ := pooledBroker(t, 2, sup, NewMonotonicClock(), nil, nil, seeds...)
+	ctx := context.Background()
+	require.NoError(t, b.FillPool(ctx))
+	var execs []string
+	for _, repo := range []string{"o/a", "o/b", "o/b", "o/a", "o/b", "o/b"} {
+		body := b.Handle(ctx, queryReq(repo, boolS, script))
+		require.Equal(t, `{"status":"ok","result":true}`, string(body), repo)
+		execs = append(execs, repo)
+		b.Refill(ctx)
+	}
+	made, overlaps := sup.state()
+	assert.Empty(t, overlaps)
+	require.Len(t, made, 4+len(execs))
+	used := map[string]int{}
+	for _, sb := range made {
+		assert.LessOrEqual(t, sb.jobs, 1, "sandbox %d", sb.n)
+		assert.Equal(t, sb.jobs == 1, sb.destroyed, "sandbox %d", sb.n)
+		if sb.jobs == 1 {
+			used[sb.t.Repo]++
+		}
+	}
+	assert.Equal(t, map[string]int{"/seeds/a": 2, "/seeds/b": 4}, used)
+	assert.Equal(t, len(execs), b.pool.Stats().Warm)
+	assert.Zero(t, b.pool.Stats().Cold)
+	require.NoError(t, b.Close(ctx))
+}
+
+// TestRefillNeverOverlapsAJob: a refill that is due while another broker
+// of the lane runs a job waits for that job to end; and through the
+// server, the refill starts only once the response has been written (a
+// blocked refill does not delay the client's answer).
+func TestRefillNeverOverlapsAJob(t *testing.T) {
+	log := &eventLog{clock: &fakeClock{}}
+	sup := &pooledSandboxes{log: log}
+	lane := make(chan struct{}, 1)
+	seed := Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "public"}
+	q, _, _ := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, lane, seed)
+	// A second broker on the same lane (sealed probes beside queries),
+	// without a pool, whose job blocks until released.
+	other, ort, _ := pooledBroker(t, 0, nil, NewMonotonicClock(), nil, lane, seed)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	ort.outcome = func(isolate.Spec) isolate.Outcome {
+		sup.jobStarted()
+		defer sup.jobEnded()
+		log.add("other-exec")
+		close(started)
+		<-release
+		log.add("other-end")
+		return isolate.Outcome{Kind: isolate.KindOK, Output: []byte("true")}
+	}
+	ctx := context.Background()
+	require.NoError(t, q.FillPool(ctx))
+	require.Equal(t, `{"status":"ok","result":true}`, string(q.Handle(ctx, queryReq("o/r", boolS, script))))
+	require.Equal(t, 1, q.pool.Missing())
+
+	otherDone := make(chan []byte, 1)
+	go func() { otherDone <- other.Handle(ctx, queryReq("o/r", boolS, script)) }()
+	<-started
+	refilled := make(chan struct{})
+	go func() { q.Refill(ctx); close(refilled) }()
+	// Give a refill that ignored the lane every chance to run now.
+	select {
+	case <-refilled:
+		t.Fatal("the refill finished while another broker's job ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	assert.Equal(t, `{"status":"ok","result":true}`, string(<-otherDone))
+	<-refilled
+	_, overlaps := sup.state()
+	assert.Empty(t, overlaps, "a sandbox was prepared while a job ran")
+	ev := log.list()
+	require.Equal(t, []string{"prepare", "exec", "destroy", "other-exec", "other-end", "prepare"}, ev)
+
+	t.Run("after the response is written", func(t *testing.T) {
+		gate := make(chan struct{})
+		sup.mu.Lock()
+		sup.gate = gate
+		sup.mu.Unlock()
+		sockDir, err := os.MkdirTemp("", "awf-sock-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(sockDir) })
+		sock := filepath.Join(sockDir, "broker.sock")
+		ln, err := ListenUnix(sock, os.Getuid(), os.Getgid())
+		require.NoError(t, err)
+		srv := NewServer(q, q.o.Audit)
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		c, err := net.Dial("unix", sock)
+		require.NoError(t, err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, curlRequest("o/r", boolS, script))
+		require.NoError(t, err)
+		// The refill's prepare is held at the gate: the answer must
+		// arrive whole all the same.
+		resp, err := io.ReadAll(c)
+		require.NoError(t, err)
+		assert.Equal(t, okResponse(`{"status":"ok","result":true}`), string(resp))
+		c.Close()
+		close(gate)
+		require.Eventually(t, func() bool { return q.pool.Missing() == 0 }, 10*time.Second, 5*time.Millisecond)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(sctx))
+		assert.NoError(t, <-done)
+		_, overlaps := sup.state()
+		assert.Empty(t, overlaps)
+		require.NoError(t, q.Close(ctx))
+	})
+}
