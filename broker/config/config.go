@@ -20,6 +20,10 @@ const (
 	DefaultMemoryLimit    = "512m"
 	DefaultInterpreter    = "python3"
 	DefaultMaxInvocations = 32
+	// DefaultWarmPool sandboxes are kept prepared per repository;
+	// MaxWarmPool is the most the loader accepts.
+	DefaultWarmPool = 1
+	MaxWarmPool     = 8
 	// MaxTimeout keeps the last 60 s of the 600 s bucket for cleanup.
 	MaxTimeout        = 540
 	MaxMaxInvocations = 10000
@@ -53,6 +57,9 @@ type BoundedQueries struct {
 	MemoryBytes    int64
 	Interpreter    string
 	MaxInvocations int
+	// WarmPool is how many single-use sandboxes the broker keeps prepared
+	// for each repository (0 = none: each is prepared inside its request).
+	WarmPool int
 	// RootFS pins the sandbox root filesystem; nil means awf's cached build.
 	RootFS *RootFS
 	// DockerSocket is the Engine's Unix socket for the docker runtime.

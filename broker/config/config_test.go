@@ -83,6 +83,13 @@ var configCases = []struct {
 	{"max invocations", `{"boundedQueries":{"maxInvocations":10000}}`, true},
 	{"max invocations over", `{"boundedQueries":{"maxInvocations":10001}}`, false},
 	{"max invocations zero", `{"boundedQueries":{"maxInvocations":0}}`, false},
+	{"warm pool off", `{"boundedQueries":{"warmPool":0}}`, true},
+	{"warm pool max", `{"boundedQueries":{"warmPool":8}}`, true},
+	{"warm pool integral", `{"boundedQueries":{"warmPool":2.0}}`, true},
+	{"warm pool over", `{"boundedQueries":{"warmPool":9}}`, false},
+	{"warm pool negative", `{"boundedQueries":{"warmPool":-1}}`, false},
+	{"warm pool fraction", `{"boundedQueries":{"warmPool":1.5}}`, false},
+	{"warm pool string", `{"boundedQueries":{"warmPool":"1"}}`, false},
 	{"rootfs", `{"boundedQueries":{"rootfs":{"path":"/var/lib/awf/rootfs","digest":"sha256:` + strings.Repeat("a", 64) + `"}}}`, true},
 	{"rootfs no digest", `{"boundedQueries":{"rootfs":{"path":"/x"}}}`, false},
 	{"rootfs bad digest", `{"boundedQueries":{"rootfs":{"path":"/x","digest":"sha256:ABC"}}}`, false},
@@ -196,6 +203,7 @@ func TestDefaultsAndNormalisation(t *testing.T) {
 	assert.Equal(t, 30, b.TimeoutSeconds)
 	assert.Equal(t, int64(512<<20), b.MemoryBytes)
 	assert.Equal(t, 32, b.MaxInvocations)
+	assert.Equal(t, 1, b.WarmPool)
 	require.Len(t, b.PrivateRepos, 2)
 	assert.Equal(t, Repo{Repo: "my-org/svc", Sensitivity: "internal", Legacy: true}, b.PrivateRepos[0])
 	assert.Equal(t, Repo{Repo: "my-org/Docs", Sensitivity: "public", Ref: "v1"}, b.PrivateRepos[1])

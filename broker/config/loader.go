@@ -93,6 +93,7 @@ func (l *loader) config(tree any) *Config {
 		MemoryLimit:    DefaultMemoryLimit,
 		Interpreter:    DefaultInterpreter,
 		MaxInvocations: DefaultMaxInvocations,
+		WarmPool:       DefaultWarmPool,
 		PrivateRepos:   []Repo{},
 	}, Agent: Agent{Network: AgentNetworkHost}}
 	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy", "boundedAgents", "sealedProbes")
@@ -129,7 +130,7 @@ func (l *loader) config(tree any) *Config {
 func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 	const p = "boundedQueries"
 	m, ok := l.object(p, v, "enabled", "privateRepos", "runtime", "timeout", "memoryLimit",
-		"interpreter", "maxInvocations", "rootfs", "dockerSocket", "runscPath")
+		"interpreter", "maxInvocations", "warmPool", "rootfs", "dockerSocket", "runscPath")
 	if !ok {
 		return
 	}
@@ -173,6 +174,11 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 	if v, ok := m["maxInvocations"]; ok {
 		if n, ok := l.integer(p+".maxInvocations", v, 1, MaxMaxInvocations); ok {
 			b.MaxInvocations = int(n)
+		}
+	}
+	if v, ok := m["warmPool"]; ok {
+		if n, ok := l.integer(p+".warmPool", v, 0, MaxWarmPool); ok {
+			b.WarmPool = int(n)
 		}
 	}
 	if v, ok := m["rootfs"]; ok {
