@@ -136,7 +136,7 @@ func preflightAgents(o Options) error {
 }
 
 // agentStateDir is the bounded-agent runtime's own state directory.
-func agentStateDir(l Layout) string { return filepath.Join(l.PrivateRoot, "agent-state") }
+func agentStateDir(l Layout) string { return agentPaths(l, "").StateDir }
 
 // agentEnclaveRoot is where the broker builds the loop's minimal root.
 func agentEnclaveRoot(l Layout) string { return filepath.Join(l.PrivateRoot, "agent-enclave-root") }

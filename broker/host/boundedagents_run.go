@@ -16,7 +16,6 @@ import (
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
-	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/staging"
 )
@@ -40,9 +39,7 @@ const (
 // AgentSpec is the bounded-agent broker's part of a run: the trusted
 // config and the paths, nothing from a request.
 type AgentSpec struct {
-	Runtime          string
-	RunscPath        string
-	DockerSocket     string
+	SideSpec
 	Profile          string
 	Model            string
 	TimeoutSeconds   int
@@ -55,15 +52,6 @@ type AgentSpec struct {
 	MaxInvocations   int
 	MaxModelRequests int
 	MaxModelTokens   int
-	// PrivateRoot holds the agent seeds and their seed map (0700), apart
-	// from the query seeds: a repository may be configured for both, and
-	// each subsystem has its own ledger over its own seed map.
-	PrivateRoot string
-	StateDir    string
-	SocketDir   string
-	Socket      string
-	SkillPath   string
-	CLIPath     string
 	// LoopBinary is the loop, bound read-only into every enclave.
 	LoopBinary string
 }
@@ -71,15 +59,7 @@ type AgentSpec struct {
 // agentPaths returns where the bounded-agent broker of the run of l keeps
 // its files; binDir holds awf and the loop.
 func agentPaths(l Layout, binDir string) AgentSpec {
-	return AgentSpec{
-		PrivateRoot: filepath.Join(l.PrivateRoot, "agent"),
-		StateDir:    agentStateDir(l),
-		SocketDir:   filepath.Join(l.IngressRoot, "agent-run"),
-		Socket:      filepath.Join(l.IngressRoot, "agent-run", "broker.sock"),
-		SkillPath:   filepath.Join(l.SkillDir, "bounded_agent", "SKILL.md"),
-		CLIPath:     filepath.Join(l.SkillDir, AgentCLIName),
-		LoopBinary:  filepath.Join(binDir, AgentLoopName),
-	}
+	return AgentSpec{SideSpec: sidePaths(l, "agent", "bounded_agent", AgentCLIName), LoopBinary: filepath.Join(binDir, AgentLoopName)}
 }
 
 // newAgentSpec renders the boundedAgents block for the run of l.
@@ -186,16 +166,7 @@ func prepareAgents(ctx context.Context, c *config.Config, a AgentSpec, runID, to
 	progress(fmt.Sprintf("awf: staging %d repositories for bounded agents\n", len(repos)))
 	if _, err := staging.Stage(ctx, staging.Options{
 		PrivateRoot: a.PrivateRoot, RunID: runID, Token: token, ServerURL: serverURL,
-		OnEvent: func(ev staging.Event) {
-			switch ev.Kind {
-			case staging.EventSeedStaged:
-				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", ev.Repo, ev.Sensitivity, ev.Commit))
-			case staging.EventSeedFailed:
-				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
-			case staging.EventCredentialsRemoved:
-				audit.Lifecycle("credentials-removed", "")
-			}
-		},
+		OnEvent: auditStaging(audit),
 	}, repos); err != nil {
 		return nil, fmt.Errorf("staging (bounded agents): %w", err)
 	}
@@ -208,18 +179,8 @@ func prepareAgents(ctx context.Context, c *config.Config, a AgentSpec, runID, to
 // writeAgentIngress writes the skill (0644) and the CLI (0555), each
 // exclusively, into the agent's read-only skill directory.
 func writeAgentIngress(a AgentSpec, repos []broker.SkillRepo, cliBinary string) error {
-	if err := os.Mkdir(filepath.Dir(a.SkillPath), 0o755); err != nil {
-		return fmt.Errorf("ingress: %w", err)
-	}
 	s := broker.AgentSkill(repos, broker.AgentSkillOptions{TimeoutSeconds: a.TimeoutSeconds, MaxInvocations: a.MaxInvocations, MaxTaskBytes: a.MaxTaskBytes})
-	if err := writeExclusive(a.SkillPath, []byte(s), 0o644); err != nil {
-		return err
-	}
-	bin, err := os.ReadFile(cliBinary)
-	if err != nil {
-		return fmt.Errorf("ingress: %w", err)
-	}
-	return writeExclusive(a.CLIPath, bin, 0o555)
+	return writeSideIngress(a.SkillPath, s, a.CLIPath, cliBinary)
 }
 
 // newAgentBroker builds the bounded-agent broker on rt, which must run
@@ -247,14 +208,11 @@ func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed
 // netipProxy is the proxy's address and port on every enclave link.
 func netipProxy() netip.AddrPort { return netip.AddrPortFrom(enclave.ProxyAddr, enclave.DefaultPort) }
 
-// agentServer is the bounded-agent broker as Serve runs it.
+// agentServer is the bounded-agent broker as Serve runs it: a side broker
+// that also holds the broker's end of the API proxy's control channel.
 type agentServer struct {
-	rt    isolate.Runtime
-	ctl   *apiproxy.Control
-	b     *broker.Broker
-	srv   *broker.Server
-	audit *broker.Audit
-	done  chan error
+	*sideServer
+	ctl *apiproxy.Control
 }
 
 // startAgents opens and sweeps the enclave runtime, loads the agent seeds
@@ -264,126 +222,62 @@ type agentServer struct {
 // loop's minimal root, built afresh here, through the runtime's RunEnclave
 // (backendSandbox): a runtime without one starts nothing.
 func startAgents(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{},
-	freezer broker.Freezer, control *os.File) (as *agentServer, err error) {
-	audit, err := broker.OpenAudit(s.Layout.AuditDir, AgentAuditFile)
+	freezer broker.Freezer, control *os.File) (*agentServer, error) {
+	ss, err := openSide("bounded agents", "invocations", s.Layout.AuditDir, AgentAuditFile)
 	if err != nil {
 		control.Close()
 		return nil, err
 	}
-	as = &agentServer{audit: audit}
-	defer func() {
-		if err != nil {
-			as.close(ctx)
-			audit.Lifecycle("startup-failed", err.Error())
-			audit.Close()
-			as = nil
-		}
-	}()
-	if as.ctl, err = apiproxy.NewControl(control); err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
+	as := &agentServer{sideServer: ss}
+	if err := as.start(ctx, s, a, pol, tel, lane, freezer, control); err != nil {
+		as.failStartup(ctx, err)
+		return nil, err
 	}
-	seeds, err := staging.LoadSeeds(ctx, a.PrivateRoot)
+	return as, nil
+}
+
+// start is startAgents once the audit log is open.
+func (as *agentServer) start(ctx context.Context, s Spec, a AgentSpec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{},
+	freezer broker.Freezer, control *os.File) error {
+	ctl, err := apiproxy.NewControl(control)
 	if err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
+		return fmt.Errorf("bounded agents: %w", err)
 	}
-	h := s.HostConfig()
-	h.StateDir, h.RunscPath, h.DockerSocket = a.StateDir, a.RunscPath, a.DockerSocket
-	if as.rt, err = runtimes.Open(a.Runtime, h); err != nil {
-		return as, fmt.Errorf("bounded agents: runtime %s: %w", a.Runtime, err)
-	}
-	if err := as.rt.Sweep(ctx); err != nil {
-		return as, fmt.Errorf("bounded agents: start-up sweep: %w", err)
+	as.ctl, as.release = ctl, func() { ctl.Close() }
+	seeds, err := as.openRuntime(ctx, a.PrivateRoot, a.Runtime, a.hostConfig(s))
+	if err != nil {
+		return err
 	}
 	root := agentEnclaveRoot(s.Layout)
 	if err := os.RemoveAll(root); err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
+		return fmt.Errorf("bounded agents: %w", err)
 	}
 	if err := buildEnclaveRoot(ctx, root); err != nil {
-		return as, err
+		return err
 	}
 	loopPolicy, err := policy.AgentLoop()
 	if err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
+		return fmt.Errorf("bounded agents: %w", err)
 	}
 	sandbox := backendSandbox(as.rt, root, loopPolicy)
 	if sandbox == nil {
-		return as, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
+		return fmt.Errorf("bounded agents: runtime %s cannot run an enclave", a.Runtime)
 	}
 	bs := make([]broker.Seed, 0, len(seeds))
 	for _, sd := range seeds {
 		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
-		audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
+		as.audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
 	}
 	er := &enclaveRuntime{Runtime: as.rt, runID: s.Layout.RunID, proxy: as.ctl, sandbox: sandbox, newNetwork: enclave.New}
-	if as.b, err = newAgentBroker(s, a, er, bs, pol, audit, tel, lane, freezer, as.ctl); err != nil {
-		return as, err
+	if as.b, err = newAgentBroker(s, a, er, bs, pol, as.audit, tel, lane, freezer, as.ctl); err != nil {
+		return err
 	}
-	if err := os.MkdirAll(a.SocketDir, 0o700); err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
-	}
-	ln, err := broker.ListenUnix(a.Socket, s.SocketUID, s.SocketGID)
-	if err != nil {
-		return as, fmt.Errorf("bounded agents: %w", err)
-	}
-	if err := os.Chown(a.SocketDir, s.SocketUID, s.SocketGID); err != nil {
-		ln.Close()
-		return as, fmt.Errorf("bounded agents: %w", err)
-	}
-	as.srv = broker.NewServer(as.b, audit)
-	as.done = make(chan error, 1)
-	go func() { as.done <- as.srv.Serve(ln) }()
-	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s maxInvocations=%d", a.Socket, len(bs), a.Runtime, a.MaxInvocations))
-	return as, nil
-}
-
-// stop kills in-flight invocations at once, sweeps and closes the audit log.
-func (as *agentServer) stop(ctx context.Context) error {
-	if as.srv != nil {
-		// As Serve shuts the query server down: a moment of grace only to
-		// see that nothing was in flight (a done context would always
-		// report a kill).
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownSettle)
-		defer cancel()
-		as.audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", as.b.Used()))
-		if err := as.srv.Shutdown(sctx); err != nil {
-			as.audit.Lifecycle(broker.LifecycleCancelled, "in-flight invocations killed at shutdown")
-		}
-		<-as.done
-	}
-	err := as.close(ctx)
-	if err != nil {
-		as.audit.Lifecycle("shutdown-cleanup-failed", err.Error())
-	}
-	as.audit.Close()
-	return err
-}
-
-// close sweeps and closes the enclave runtime and the control channel.
-func (as *agentServer) close(ctx context.Context) error {
-	var errs []error
-	if as.rt != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		// Each invocation removes its own enclave network; reclaiming those
-		// of a crashed run is the run sweep's (isolate/enclave.Sweep).
-		errs = append(errs, as.rt.Sweep(sctx))
-		as.rt.Close()
-		as.rt = nil
-	}
-	if as.ctl != nil {
-		as.ctl.Close()
-		as.ctl = nil
-	}
-	return errors.Join(errs...)
+	return as.serve(s, a.SocketDir, a.Socket, a.Runtime, len(bs), a.MaxInvocations)
 }
 
 // releaseAgentSeeds releases the bounded-agent seeds, if any were staged.
 func releaseAgentSeeds(ctx context.Context, l Layout) error {
-	root := agentPaths(l, "").PrivateRoot
-	if _, err := os.Stat(filepath.Join(root, staging.SeedsDirName)); err != nil {
-		return nil
-	}
-	return staging.Release(ctx, root)
+	return releaseSideSeeds(ctx, agentPaths(l, "").PrivateRoot)
 }
 
 // AgentControlFD is the broker process's descriptor of its end of the API
@@ -417,18 +311,8 @@ func sweepAgents(ctx context.Context, s Spec) error {
 	if a == nil {
 		return nil
 	}
-	if _, err := os.Stat(a.StateDir); err == nil {
-		h := s.HostConfig()
-		h.StateDir, h.RunscPath, h.DockerSocket = a.StateDir, a.RunscPath, a.DockerSocket
-		rt, err := runtimes.Open(a.Runtime, h)
-		if err != nil {
-			return fmt.Errorf("teardown sweep (bounded agents): %w", err)
-		}
-		err = rt.Sweep(ctx)
-		rt.Close()
-		if err != nil {
-			return fmt.Errorf("teardown sweep (bounded agents): %w", err)
-		}
+	if err := sweepSide(ctx, "teardown sweep (bounded agents)", a.Runtime, a.hostConfig(s)); err != nil {
+		return err
 	}
 	run := s.Layout.RunID
 	if err := enclave.SweepRuns(ctx, func(r string) bool { return r != run }); err != nil {

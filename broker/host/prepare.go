@@ -183,7 +183,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	spec := Spec{
 		Layout: l, Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: dockerSocket,
 		CgroupParent: "awf", RootFS: rfs, RootFSDigest: digest, MemoryBytes: bq.MemoryBytes,
-		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations,
+		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations, WarmPool: bq.WarmPool,
 		SocketUID: agent.UID, SocketGID: agent.GID, PrimaryBackend: o.PrimaryBackend,
 	}
 	if spec.AgentCgroup, err = PlanAgentCgroup(l.RunID, spec.CgroupParent); err != nil {
@@ -227,17 +227,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	fmt.Fprintf(o.Progress, "awf: staging %d repositories\n", len(repos))
 	seeds, err := staging.Stage(ctx, staging.Options{
 		PrivateRoot: l.PrivateRoot, RunID: l.RunID, Token: token, Progress: o.Progress,
-		ServerURL: o.Getenv("GITHUB_SERVER_URL"),
-		OnEvent: func(ev staging.Event) {
-			switch ev.Kind {
-			case staging.EventSeedStaged:
-				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s sensitivity=%s commit=%s duration=%s", ev.Repo, ev.Sensitivity, ev.Commit, ev.Duration.Round(time.Millisecond)))
-			case staging.EventSeedFailed:
-				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
-			case staging.EventCredentialsRemoved:
-				audit.Lifecycle("credentials-removed", "")
-			}
-		},
+		ServerURL: o.Getenv("GITHUB_SERVER_URL"), OnEvent: auditStaging(audit),
 	}, repos)
 	if err != nil {
 		return r, fmt.Errorf("staging: %w", err)

@@ -11,7 +11,6 @@ import (
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/rootfs"
@@ -36,41 +35,15 @@ const ProbeCLIName = "sealed-probe"
 
 // ProbeSpec is the probe broker's part of the broker spec.
 type ProbeSpec struct {
-	Runtime        string
-	RunscPath      string
-	DockerSocket   string
+	SideSpec
 	MemoryBytes    int64
 	TimeoutSeconds int
 	MaxInvocations int
-	// PrivateRoot holds the probe seeds and their seed map (0700), apart
-	// from the query seeds: a repository may be configured for both.
-	PrivateRoot string
-	// StateDir is the probe runtime's state and journal.
-	StateDir  string
-	SocketDir string
-	Socket    string
-	SkillPath string
-	CLIPath   string
 }
 
 // probePaths returns where the probe broker of the run of l keeps its files.
 func probePaths(l Layout) ProbeSpec {
-	return ProbeSpec{
-		PrivateRoot: filepath.Join(l.PrivateRoot, "probe"),
-		StateDir:    filepath.Join(l.PrivateRoot, "probe-state"),
-		SocketDir:   filepath.Join(l.IngressRoot, "probe-run"),
-		Socket:      filepath.Join(l.IngressRoot, "probe-run", "broker.sock"),
-		SkillPath:   filepath.Join(l.SkillDir, "sealed_probe", "SKILL.md"),
-		CLIPath:     filepath.Join(l.SkillDir, ProbeCLIName),
-	}
-}
-
-// hostConfig is the probe runtime's host configuration: the run's, on the
-// probe's own state directory.
-func (p ProbeSpec) hostConfig(s Spec) isolate.HostConfig {
-	h := s.HostConfig()
-	h.StateDir, h.RunscPath, h.DockerSocket = p.StateDir, p.RunscPath, p.DockerSocket
-	return h
+	return ProbeSpec{SideSpec: sidePaths(l, "probe", "sealed_probe", ProbeCLIName)}
 }
 
 // preflightProbes checks the sealedProbes block before anything is staged:
@@ -150,31 +123,12 @@ func (r *Run) prepareProbes(ctx context.Context, o Options, token string) error 
 	fmt.Fprintf(o.Progress, "awf: staging %d repositories for sealed probes\n", len(repos))
 	if _, err := staging.Stage(ctx, staging.Options{
 		PrivateRoot: p.PrivateRoot, RunID: r.Layout.RunID, Token: token, Progress: o.Progress,
-		ServerURL: o.Getenv("GITHUB_SERVER_URL"),
-		OnEvent: func(ev staging.Event) {
-			switch ev.Kind {
-			case staging.EventSeedStaged:
-				audit.Lifecycle("seed-staged", fmt.Sprintf("repo=%s commit=%s duration=%s", ev.Repo, ev.Commit, ev.Duration.Round(time.Millisecond)))
-			case staging.EventSeedFailed:
-				audit.Lifecycle("seed-failed", fmt.Sprintf("repo=%s: %v", ev.Repo, ev.Err))
-			case staging.EventCredentialsRemoved:
-				audit.Lifecycle("credentials-removed", "")
-			}
-		},
+		ServerURL: o.Getenv("GITHUB_SERVER_URL"), OnEvent: auditStaging(audit),
 	}, repos); err != nil {
 		return fmt.Errorf("staging (sealed probes): %w", err)
 	}
-	if err := os.Mkdir(filepath.Dir(p.SkillPath), 0o755); err != nil {
-		return fmt.Errorf("ingress: %w", err)
-	}
-	if err := writeExclusive(p.SkillPath, []byte(broker.ProbeSkill(slugs, sp.TimeoutSeconds, sp.MaxInvocations)), 0o644); err != nil {
-		return err
-	}
-	bin, err := os.ReadFile(filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName))
-	if err != nil {
-		return fmt.Errorf("ingress: %w", err)
-	}
-	if err := writeExclusive(p.CLIPath, bin, 0o555); err != nil {
+	if err := writeSideIngress(p.SkillPath, broker.ProbeSkill(slugs, sp.TimeoutSeconds, sp.MaxInvocations),
+		p.CLIPath, filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName)); err != nil {
 		return err
 	}
 	r.ProbeRepos = slugs
@@ -208,58 +162,46 @@ func dropProbeVar(r *Run, name string) bool {
 }
 
 // probeServer is the probe broker as Serve runs it.
-type probeServer struct {
-	rt    isolate.Runtime
-	b     *broker.Broker
-	srv   *broker.Server
-	audit *broker.Audit
-	done  chan error
-}
+type probeServer struct{ *sideServer }
 
 // startProbes opens and sweeps the probe runtime, loads the probe seeds,
 // and serves the probe broker on its socket, sharing lane and freezer with
 // the query broker. The caller stops it with stop.
-func startProbes(ctx context.Context, s Spec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{}, freezer broker.Freezer) (ps *probeServer, err error) {
-	p := s.Probe
-	l := s.Layout
-	audit, err := broker.OpenAudit(l.AuditDir, ProbeAuditFile)
+func startProbes(ctx context.Context, s Spec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{}, freezer broker.Freezer) (*probeServer, error) {
+	ss, err := openSide("sealed probes", "probes", s.Layout.AuditDir, ProbeAuditFile)
 	if err != nil {
 		return nil, err
 	}
-	ps = &probeServer{audit: audit}
-	defer func() {
-		if err != nil {
-			ps.close(ctx)
-			audit.Lifecycle("startup-failed", err.Error())
-			audit.Close()
-			ps = nil
-		}
-	}()
-	seeds, err := staging.LoadSeeds(ctx, p.PrivateRoot)
+	ps := &probeServer{ss}
+	if err := ps.start(ctx, s, pol, tel, lane, freezer); err != nil {
+		ps.failStartup(ctx, err)
+		return nil, err
+	}
+	return ps, nil
+}
+
+// start is startProbes once the audit log is open.
+func (ps *probeServer) start(ctx context.Context, s Spec, pol *policy.Policy, tel *broker.TelemetryLog, lane chan struct{}, freezer broker.Freezer) error {
+	p, l := s.Probe, s.Layout
+	seeds, err := ps.openRuntime(ctx, p.PrivateRoot, p.Runtime, p.hostConfig(s))
 	if err != nil {
-		return ps, fmt.Errorf("sealed probes: %w", err)
-	}
-	if ps.rt, err = runtimes.Open(p.Runtime, p.hostConfig(s)); err != nil {
-		return ps, fmt.Errorf("sealed probes: runtime %s: %w", p.Runtime, err)
-	}
-	if err := ps.rt.Sweep(ctx); err != nil {
-		return ps, fmt.Errorf("sealed probes: start-up sweep: %w", err)
+		return err
 	}
 	limits := isolate.DefaultLimits()
 	limits.MemoryBytes = p.MemoryBytes
 	limits.Wall = time.Duration(p.TimeoutSeconds) * time.Second
 	limits.OutputBytes = proto.MaxProbeResultBytes
 	if err := limits.Validate(); err != nil {
-		return ps, fmt.Errorf("sealed probes: %w", err)
+		return fmt.Errorf("sealed probes: %w", err)
 	}
 	tmpl := isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol}
 	bs := make([]broker.Seed, 0, len(seeds))
 	for _, sd := range seeds {
 		if sd.Sensitivity != proto.SensitivitySealed {
-			return ps, fmt.Errorf("sealed probes: seed %s has sensitivity %q, not %q", sd.Repo, sd.Sensitivity, proto.SensitivitySealed)
+			return fmt.Errorf("sealed probes: seed %s has sensitivity %q, not %q", sd.Repo, sd.Sensitivity, proto.SensitivitySealed)
 		}
 		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
-		audit.Lifecycle("seed", fmt.Sprintf("repo=%s commit=%s", sd.Repo, sd.Commit))
+		ps.audit.Lifecycle("seed", fmt.Sprintf("repo=%s commit=%s", sd.Repo, sd.Commit))
 		if w, ok := ps.rt.(isolate.Warmer); ok {
 			t := tmpl
 			t.Repo = sd.Dir
@@ -267,67 +209,19 @@ func startProbes(ctx context.Context, s Spec, pol *policy.Policy, tel *broker.Te
 			err := w.Warm(wctx, t)
 			cancel()
 			if err != nil {
-				return ps, fmt.Errorf("sealed probes: warm %s: %w", sd.Repo, err)
+				return fmt.Errorf("sealed probes: warm %s: %w", sd.Repo, err)
 			}
 		}
 	}
 	ps.b, err = broker.New(broker.Options{
 		Kind: broker.ProbeKind{}, Runtime: ps.rt, Template: tmpl, Seeds: bs,
-		MaxInvocations: p.MaxInvocations, Timeout: limits.Wall, Audit: audit, Telemetry: tel,
+		MaxInvocations: p.MaxInvocations, Timeout: limits.Wall, Audit: ps.audit, Telemetry: tel,
 		Freezer: freezer, Lane: lane,
 	})
 	if err != nil {
-		return ps, fmt.Errorf("sealed probes: %w", err)
+		return fmt.Errorf("sealed probes: %w", err)
 	}
-	if err := os.MkdirAll(p.SocketDir, 0o700); err != nil {
-		return ps, fmt.Errorf("sealed probes: %w", err)
-	}
-	ln, err := broker.ListenUnix(p.Socket, s.SocketUID, s.SocketGID)
-	if err != nil {
-		return ps, fmt.Errorf("sealed probes: %w", err)
-	}
-	if err := os.Chown(p.SocketDir, s.SocketUID, s.SocketGID); err != nil {
-		ln.Close()
-		return ps, fmt.Errorf("sealed probes: %w", err)
-	}
-	ps.srv = broker.NewServer(ps.b, audit)
-	ps.done = make(chan error, 1)
-	go func() { ps.done <- ps.srv.Serve(ln) }()
-	audit.Lifecycle("listening", fmt.Sprintf("socket=%s repos=%d backend=%s maxInvocations=%d", p.Socket, len(bs), p.Runtime, p.MaxInvocations))
-	return ps, nil
-}
-
-// stop kills in-flight probes at once (as the query broker does at the end
-// of the run), sweeps the probe runtime and closes the audit log.
-func (ps *probeServer) stop(ctx context.Context) error {
-	if ps.srv != nil {
-		sctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		ps.audit.Lifecycle("shutdown", fmt.Sprintf("requests=%d", ps.b.Used()))
-		if err := ps.srv.Shutdown(sctx); err != nil {
-			ps.audit.Lifecycle(broker.LifecycleCancelled, "in-flight probes killed at shutdown")
-		}
-		<-ps.done
-	}
-	err := ps.close(ctx)
-	if err != nil {
-		ps.audit.Lifecycle("shutdown-cleanup-failed", err.Error())
-	}
-	ps.audit.Close()
-	return err
-}
-
-// close sweeps and closes the probe runtime.
-func (ps *probeServer) close(ctx context.Context) error {
-	if ps.rt == nil {
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	err := ps.rt.Sweep(sctx)
-	ps.rt.Close()
-	ps.rt = nil
-	return err
+	return ps.serve(s, p.SocketDir, p.Socket, p.Runtime, len(bs), p.MaxInvocations)
 }
 
 // sweepProbes sweeps the probe runtime of a spec (teardown and crash
@@ -336,27 +230,12 @@ func sweepProbes(ctx context.Context, s Spec) error {
 	if s.Probe == nil {
 		return nil
 	}
-	if _, err := os.Stat(s.Probe.StateDir); os.IsNotExist(err) {
-		return nil
-	}
-	rt, err := runtimes.Open(s.Probe.Runtime, s.Probe.hostConfig(s))
-	if err != nil {
-		return fmt.Errorf("sealed probes: sweep: %w", err)
-	}
-	defer rt.Close()
-	if err := rt.Sweep(ctx); err != nil {
-		return fmt.Errorf("sealed probes: sweep: %w", err)
-	}
-	return nil
+	return sweepSide(ctx, "sealed probes: sweep", s.Probe.Runtime, s.Probe.hostConfig(s))
 }
 
 // releaseProbeSeeds releases the probe seeds of the run of l, if any.
 func releaseProbeSeeds(ctx context.Context, l Layout) error {
-	root := probePaths(l).PrivateRoot
-	if _, err := os.Stat(filepath.Join(root, staging.SeedsDirName)); err != nil {
-		return nil
-	}
-	return staging.Release(ctx, root)
+	return releaseSideSeeds(ctx, probePaths(l).PrivateRoot)
 }
 
 // KindProbe is the Spec.Kind of a probe-only run: sealed probes enabled
@@ -416,19 +295,13 @@ func (r *Run) writeProbeIngress(o Options, bq config.BoundedQueries) error {
 	if err := mkdirOwned(l.IngressBase, 0o755); err != nil {
 		return err
 	}
-	for _, d := range []string{l.IngressRoot, l.SkillDir, filepath.Dir(p.SkillPath)} {
+	for _, d := range []string{l.IngressRoot, l.SkillDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return fmt.Errorf("ingress: %w", err)
 		}
 	}
-	if err := writeExclusive(p.SkillPath, []byte(broker.ProbeSkill(r.Repos, bq.TimeoutSeconds, bq.MaxInvocations)), 0o644); err != nil {
-		return err
-	}
-	bin, err := os.ReadFile(filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName))
-	if err != nil {
-		return fmt.Errorf("ingress: %w", err)
-	}
-	return writeExclusive(p.CLIPath, bin, 0o555)
+	return writeSideIngress(p.SkillPath, broker.ProbeSkill(r.Repos, bq.TimeoutSeconds, bq.MaxInvocations),
+		p.CLIPath, filepath.Join(filepath.Dir(o.CLIBinary), ProbeCLIName))
 }
 
 // probeRunning reports whether the config asks for sealed probes.
