@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"time"
 
@@ -296,6 +297,10 @@ type HostConfig struct {
 	// cannot be timed through a shared core. "" means no pinning; awf run
 	// leaves it empty only on a one-CPU host, where there is nothing to split.
 	SandboxCPUs string
+	// Progress receives operator-readable lines about one-off work that
+	// takes seconds (the docker backend's first import of a rootfs image).
+	// nil means none.
+	Progress io.Writer
 }
 
 // RunWithSandbox implements Runtime.Run on top of Prepare, Exec and Destroy,

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 
@@ -41,7 +42,8 @@ type Runtime struct {
 	dir      string // StateDir/docker
 	stateTag string // labels this state dir's containers
 	eng      *engine
-	cpus     string // HostConfig.SandboxCPUs
+	cpus     string    // HostConfig.SandboxCPUs
+	progress io.Writer // HostConfig.Progress; nil means none
 
 	// books keeps the live workspaces, the broken state and the erofs
 	// image store of the rootfs (see rootmount.go).
@@ -70,6 +72,7 @@ func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 		stateTag: hex.EncodeToString(sum[:8]),
 		eng:      newEngine(h.DockerSocket),
 		cpus:     h.SandboxCPUs,
+		progress: h.Progress,
 		books:    books,
 		images:   map[string]string{},
 	}, nil
@@ -120,6 +123,8 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 }
 
 // image returns the verified image of a rootfs directory, once per runtime.
+// An import (the first run on an Engine, which takes seconds) is reported
+// on the progress writer in one line.
 func (r *Runtime) image(ctx context.Context, dir string) (string, error) {
 	r.mu.Lock()
 	id, ok := r.images[dir]
@@ -127,9 +132,12 @@ func (r *Runtime) image(ctx context.Context, dir string) (string, error) {
 	if ok {
 		return id, nil
 	}
-	id, err := r.eng.rootfsImage(ctx, dir)
+	id, ref, took, err := r.eng.rootfsImage(ctx, dir)
 	if err != nil {
 		return "", err
+	}
+	if took > 0 && r.progress != nil {
+		fmt.Fprintf(r.progress, "awf: docker: imported the sandbox root filesystem %s into the Engine as image %s in %.1fs (once: later runs reuse it)\n", dir, ref, took.Seconds())
 	}
 	r.mu.Lock()
 	r.images[dir] = id

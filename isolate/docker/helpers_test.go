@@ -52,7 +52,15 @@ func runMain(m *testing.M) int {
 // `tests/setup/dockerd.sh start` (make test does).
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	r, err := newRuntime(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: t.TempDir(), DockerSocket: testSocket})
+	return newTestRuntimeWith(t, isolate.HostConfig{})
+}
+
+// newTestRuntimeWith is newTestRuntime with h's other fields (RunID,
+// StateDir and DockerSocket are the test's).
+func newTestRuntimeWith(t testing.TB, h isolate.HostConfig) *Runtime {
+	t.Helper()
+	h.RunID, h.StateDir, h.DockerSocket = isolatetest.RandomID(t), t.TempDir(), testSocket
+	r, err := newRuntime(h)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

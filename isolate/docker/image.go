@@ -211,34 +211,42 @@ func (e *engine) importTree(ctx context.Context, root, repo, tag, layer string, 
 
 // ensureImage returns the id of a verified image of the tree under root,
 // importing it when needed. The tag is tag; the image must carry labels and
-// hold exactly one layer whose digest equals the tar of the tree.
-func (e *engine) ensureImage(ctx context.Context, root, repo, tag string, labels map[string]string) (string, error) {
+// hold exactly one layer whose digest equals the tar of the tree. took is
+// how long the import took, and 0 when the Engine already had the image.
+func (e *engine) ensureImage(ctx context.Context, root, repo, tag string, labels map[string]string) (id string, took time.Duration, err error) {
 	layer, err := treeDigest(ctx, root)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	labels[labelLayerDigest] = layer
 	info, err := e.inspectImage(ctx, repo+":"+tag)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if info != nil {
 		if err := checkImage(info, layer, labels); err == nil {
-			return info.ID, nil
+			return info.ID, 0, nil
 		}
 		// A stale or foreign image under our tag: replace it.
 	}
-	return e.importTree(ctx, root, repo, tag, layer, labels)
+	t0 := time.Now()
+	id, err = e.importTree(ctx, root, repo, tag, layer, labels)
+	if err != nil {
+		return "", 0, err
+	}
+	return id, max(time.Since(t0), time.Nanosecond), nil
 }
 
 // rootfsImage returns the verified image of a rootfs directory: its digest
 // is recomputed (rootfs.Verify), the image is tagged by it, and its single
-// layer must be exactly the tar of the directory.
-func (e *engine) rootfsImage(ctx context.Context, dir string) (string, error) {
+// layer must be exactly the tar of the directory. ref is the image's
+// repo:tag; took is as for ensureImage.
+func (e *engine) rootfsImage(ctx context.Context, dir string) (id, ref string, took time.Duration, err error) {
 	digest, err := rootfs.Verify(ctx, dir, "")
 	if err != nil {
-		return "", err
+		return "", "", 0, err
 	}
 	tag := strings.TrimPrefix(digest, "sha256:")
-	return e.ensureImage(ctx, dir, rootfsRepo, tag, map[string]string{labelRootfsDigest: digest})
+	id, took, err = e.ensureImage(ctx, dir, rootfsRepo, tag, map[string]string{labelRootfsDigest: digest})
+	return id, rootfsRepo + ":" + tag, took, err
 }

@@ -137,7 +137,7 @@ func (r *Runtime) trial(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	image, err := r.eng.ensureImage(ictx, root, probeRepo, strings.TrimPrefix(layer, "sha256:"), map[string]string{})
+	image, _, err := r.eng.ensureImage(ictx, root, probeRepo, strings.TrimPrefix(layer, "sha256:"), map[string]string{})
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestRootfsImageIsVerified(t *testing.T) {
 	r := newTestRuntime(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := r.eng.rootfsImage(ctx, testRoot)
+	id, _, _, err := r.eng.rootfsImage(ctx, testRoot)
 	require.NoError(t, err)
 
 	info, err := r.eng.inspectImage(ctx, id)
@@ -66,7 +66,7 @@ func TestRootfsImageIsVerified(t *testing.T) {
 		_ = r.eng.call(context.Background(), http.MethodDelete, "/images/"+forged, url.Values{"force": {"1"}}, nil, nil)
 	})
 
-	again, err := r.eng.rootfsImage(ctx, testRoot)
+	again, _, _, err := r.eng.rootfsImage(ctx, testRoot)
 	require.NoError(t, err)
 	assert.NotEqual(t, forged, again, "the forged image is not used")
 	got, err := r.eng.inspectImage(ctx, again)
