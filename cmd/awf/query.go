@@ -231,7 +231,9 @@ func prepareQuery(ctx context.Context, cfg *config.Config, entry config.Repo, pr
 		return q, fmt.Errorf("staging: %w", err)
 	}
 	q.seed = seeds[0]
-	rt, err := runtimes.Open(bq.Runtime, spec.HostConfig())
+	h := spec.HostConfig()
+	h.Progress = progress // the docker backend's first image import takes seconds
+	rt, err := runtimes.Open(bq.Runtime, h)
 	if err != nil {
 		return q, fmt.Errorf("runtime %s: %w", bq.Runtime, err)
 	}
