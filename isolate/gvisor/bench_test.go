@@ -11,14 +11,17 @@ import (
 	"github.com/awf-project/awf/isolate"
 )
 
-// BenchmarkRunTrivial measures one full Run (prepare, runsc run, read,
+// benchScript writes a small answer.
+const benchScript = "open('/query/out', 'w').write('{\"n\": 1}')\n"
+
+// BenchmarkRunTrivial measures one full Run (prepare, boot, hand-over, read,
 // destroy) of a script that writes a small answer, and reports the median.
 func BenchmarkRunTrivial(b *testing.B) {
 	r := newTestRuntime(b)
 	tpl := template(b, r, "")
 	ctx := context.Background()
 	require.NoError(b, r.Probe(ctx))
-	job := isolate.Job{InvocationID: "bench", Script: []byte("open('/query/out', 'w').write('{\"n\": 1}')\n")}
+	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -30,6 +33,64 @@ func BenchmarkRunTrivial(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(median(durs), "median-ms")
+}
+
+// BenchmarkPrepared measures what a request pays with a sandbox prepared
+// ahead (a warm pool of one): Exec and Destroy of a sandbox that was
+// prepared, and left idle, before the clock starts. Cold runs (Run:
+// prepare, Exec, destroy) are interleaved in the same loop. It reports
+// the medians of both, their ratio, and the prepared path's phases.
+func BenchmarkPrepared(b *testing.B) {
+	r := newTestRuntime(b)
+	tpl := template(b, r, "")
+	ctx := context.Background()
+	require.NoError(b, r.Probe(ctx))
+	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
+	var warm, cold, start, run, destroy, prep []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		p0 := time.Now()
+		sb, err := r.Prepare(ctx, tpl)
+		prep = append(prep, time.Since(p0))
+		require.NoError(b, err)
+		// Let the boot settle, as a pooled sandbox would have.
+		time.Sleep(time.Second)
+		b.StartTimer()
+		t0 := time.Now()
+		o := sb.Exec(ctx, job)
+		t1 := time.Now()
+		derr := sb.Destroy(ctx)
+		warm = append(warm, time.Since(t0))
+		destroy = append(destroy, time.Since(t1))
+		start, run = append(start, o.Timings.Start), append(run, o.Timings.Run)
+		require.NoError(b, derr)
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("prepared %d: %s: %s %s", i, o.Kind, o.Detail, o.Stderr)
+		}
+		b.StopTimer()
+		t0 = time.Now()
+		o = r.Run(ctx, isolate.Spec{Template: tpl, Job: job})
+		cold = append(cold, time.Since(t0))
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("cold %d: %s: %s %s", i, o.Kind, o.Detail, o.Stderr)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(median(warm), "prepared-ms")
+	b.ReportMetric(median(cold), "cold-ms")
+	b.ReportMetric(median(cold)/median(warm), "cold/prepared")
+	b.ReportMetric(median(prep), "prepare-ms")
+	b.ReportMetric(median(start), "handover-ms")
+	b.ReportMetric(median(run), "run-ms")
+	b.ReportMetric(median(destroy), "destroy-ms")
+}
+
+// median returns the median of ds in milliseconds.
+func median(ds []time.Duration) float64 {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[len(s)/2].Microseconds()) / 1000
 }

@@ -36,11 +36,10 @@ func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: the enclave's out tmpfs must be the template's QueryTmpfsBytes"), nil
 	}
 	t0 := time.Now()
-	isb, err := r.Prepare(ctx, t)
+	sb, err := r.prepareTemplate(ctx, t)
 	if err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: prepare enclave: %v", err), nil
 	}
-	sb := isb.(*sandbox)
 	sb.enc = &l
 	out := sb.Exec(ctx, job)
 	out.Timings.Start = time.Since(t0) - out.Timings.Run - out.Timings.Read

@@ -120,9 +120,27 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 
 // Prepare builds a sandbox from t: the host workspace (with the private
 // repository copy and the sandbox's own mount of the rootfs image) and the
-// cgroup. The container itself is created by Exec, once the invocation id
-// that labels it is known.
+// cgroup, and boots it: runsc starts the Sentry, the gofer and the
+// interpreter, which waits for the script (see sandbox.boot), so that Exec
+// only hands the script over. The invocation id, unknown here, is recorded
+// in the journal by Exec.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	sb, err := r.prepareTemplate(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.boot(ctx); err != nil {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
+// prepareTemplate is Prepare without the boot: the workspace and the
+// cgroup of a sandbox that Exec starts cold (an enclave, another argv).
+func (r *Runtime) prepareTemplate(ctx context.Context, t isolate.Template) (*sandbox, error) {
 	if err := r.books.Ready(ctx, t, r.ensureProbed); err != nil {
 		return nil, err
 	}
@@ -148,14 +166,14 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 
 // prepare creates the workspace and the cgroup. setup, when set, runs inside
 // the fresh workspace and returns the root to use (Probe builds its own).
-func (r *Runtime) prepare(ctx context.Context, t isolate.Template, sc *specs.LinuxSeccomp, setup func(*workspace.Workspace) (string, error)) (isolate.Sandbox, error) {
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, sc *specs.LinuxSeccomp, setup func(*workspace.Workspace) (string, error)) (*sandbox, error) {
 	ws, err := r.books.Create(ctx, t, func(j *workspace.Journal) { j.Cgroup = filepath.Join(r.parent, Name+"-"+j.Name) })
 	if err != nil {
 		return nil, err
 	}
 	runID, name := ws.Journal.RunID, ws.Journal.Name
 	sb := &sandbox{r: r, t: t, seccomp: sc, runID: runID, name: name, platform: r.currentPlatform(), ws: ws}
-	fail := func(err error) (isolate.Sandbox, error) {
+	fail := func(err error) (*sandbox, error) {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, derr)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +24,12 @@ import (
 const killGrace = 5 * time.Second
 
 // sandbox is one prepared gVisor sandbox.
+//
+// A sandbox that Prepare returns is booted: `runsc run` already runs the
+// interpreter's bootstrap (isolate.BootstrapArgv), which has loaded its
+// modules and waits for the script on its standard input, so Exec only
+// places the script and hands it over. A sandbox for any other argv (the
+// probe, an enclave, a job with its own argv) is started cold by Exec.
 type sandbox struct {
 	r        *Runtime
 	t        isolate.Template
@@ -36,18 +43,27 @@ type sandbox struct {
 	// enc is an enclave's layout (RunEnclave), nil for a query.
 	enc *enclave.Layout
 
-	mu         sync.Mutex
-	used       bool
-	cmd        *exec.Cmd
-	done       <-chan error // cmd's Wait result, from ownthread.Start
-	container  string
-	exited     bool
-	destroyed  bool
-	destroyErr error
+	// booted is set once the bootstrap waits for its script on the pipe
+	// whose write end is script.
+	booted bool
+	script *os.File
+
+	mu             sync.Mutex
+	used           bool
+	cmd            *exec.Cmd
+	stdout, stderr *workspace.Capture
+	exitc          chan struct{} // closed once runsc has been reaped
+	waitErr        error         // runsc's Wait result, set before exitc closes
+	container      string
+	exited         bool
+	destroyed      bool
+	destroyErr     error
 }
 
-// Exec runs job once under runsc and returns its typed outcome.
+// Exec runs job once under runsc and returns its typed outcome. The
+// wall-clock limit counts from here.
 func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
+	t0 := time.Now()
 	s.mu.Lock()
 	if s.used || s.destroyed {
 		s.mu.Unlock()
@@ -55,44 +71,166 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	}
 	s.used = true
 	s.mu.Unlock()
+	argv := job.Argv
+	if len(argv) == 0 {
+		argv = isolate.DefaultArgv
+	}
+	switch {
+	case !s.booted:
+		return s.execCold(ctx, t0, job, argv)
+	case !isolate.IsDefaultArgv(argv):
+		return s.execOther(ctx, t0, job, argv)
+	}
+	if err := s.handOver(job, t0); err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
+	}
+	return s.finish(ctx, t0)
+}
 
-	t0 := time.Now()
-	cmd, stdout, stderr, err := s.launch(job)
+// execCold starts runsc for job now, in a sandbox that was not booted. A
+// default-argv job still runs through the bootstrap, booted here.
+func (s *sandbox) execCold(ctx context.Context, t0 time.Time, job isolate.Job, argv []string) isolate.Outcome {
+	if s.enc == nil && isolate.IsDefaultArgv(argv) {
+		if err := s.boot(ctx); err != nil {
+			return isolate.Err(isolate.KindLaunchFailed, "%v", err)
+		}
+		if err := s.handOver(job, t0); err != nil {
+			return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
+		}
+		return s.finish(ctx, t0)
+	}
+	invID, err := s.invocation(job)
+	if err == nil {
+		err = s.ws.WriteScript(job.Script)
+	}
+	if err == nil {
+		err = s.start(argv, invID, nil)
+	}
 	if err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
 	}
+	return s.finish(ctx, t0)
+}
+
+// execOther runs a job whose argv is not the bootstrap's: the argv is
+// fixed when runsc starts, so it destroys this sandbox and runs the job
+// cold in a fresh one from the same template.
+func (s *sandbox) execOther(ctx context.Context, t0 time.Time, job isolate.Job, argv []string) isolate.Outcome {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := s.Destroy(dctx)
+	cancel()
+	if err != nil {
+		return isolate.Err(isolate.KindCleanupFailed, "gvisor: replace prepared sandbox: %v", err)
+	}
+	other, err := s.r.prepareTemplate(ctx, s.t)
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "gvisor: prepare for argv: %v", err)
+	}
+	other.used = true
+	out := other.execCold(ctx, t0, job, argv)
+	dctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := other.Destroy(dctx); err != nil {
+		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("gvisor: destroy after %s: %v", out.Kind, err), Timings: out.Timings}
+	}
+	return out
+}
+
+// handOver places the script read-only at isolate.ScriptPath, records the
+// invocation and hands the same bytes to the waiting bootstrap, within the
+// wall-clock deadline that started at t0.
+func (s *sandbox) handOver(job isolate.Job, t0 time.Time) error {
+	select {
+	case <-s.exitc:
+		return fmt.Errorf("the prepared sandbox exited before its job: %s", s.exitReason())
+	default:
+	}
+	if _, err := s.invocation(job); err != nil {
+		return err
+	}
+	if err := s.ws.WriteScript(job.Script); err != nil {
+		return err
+	}
+	_ = s.script.SetWriteDeadline(t0.Add(s.t.Limits.Wall))
+	werr := isolate.HandScript(s.script, job.Script)
+	cerr := s.script.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		return fmt.Errorf("%w: %s", err, s.exitReason())
+	}
+	return nil
+}
+
+// exitReason says what runsc logged, for a launch that failed.
+func (s *sandbox) exitReason() string {
+	if msg := runscLogError(s.ws.Path("runsc.log")); msg != "" {
+		return msg
+	}
+	return strings.TrimSpace(string(s.stderr.Bytes()))
+}
+
+// invocation checks job's invocation id and records it in the journal.
+func (s *sandbox) invocation(job isolate.Job) (string, error) {
+	invID := job.InvocationID
+	if invID == "" {
+		invID = "sandbox-" + s.ws.Journal.SandboxID
+	}
+	if err := workspace.ValidID("invocation", invID); err != nil {
+		return "", err
+	}
+	s.ws.Journal.InvocationID = invID
+	return invID, s.ws.WriteJournal()
+}
+
+// finish waits for the job under the deadline that started at t0 and
+// concludes its outcome.
+func (s *sandbox) finish(ctx context.Context, t0 time.Time) isolate.Outcome {
 	started := time.Now()
-	o := s.wait(ctx, cmd)
+	o := s.wait(ctx, t0)
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
-	o.Stdout, o.Stderr = stdout.Bytes(), stderr.Bytes()
+	o.Stdout, o.Stderr = s.stdout.Bytes(), s.stderr.Bytes()
 	if s.enc != nil {
 		return s.concludeEnclave(o)
 	}
 	return s.ws.Conclude(o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
 }
 
-// launch writes the script and the bundle and starts `runsc run`.
-func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *workspace.Capture, error) {
-	invID := job.InvocationID
-	if invID == "" {
-		invID = "sandbox-" + s.ws.Journal.SandboxID
+// boot starts the sandbox for a default-argv job (isolate.IsDefaultArgv):
+// runsc runs the bootstrap, which waits on a pipe for the script, and boot
+// returns once it waits (see waitReady), so that nothing of the sandbox
+// still runs when Prepare returns.
+func (s *sandbox) boot(ctx context.Context) error {
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("gvisor: script pipe: %w", err)
 	}
-	if err := workspace.ValidID("invocation", invID); err != nil {
-		return nil, nil, nil, err
+	st, err := rd.Stat()
+	if err != nil {
+		rd.Close()
+		wr.Close()
+		return fmt.Errorf("gvisor: script pipe: %w", err)
 	}
-	argv := job.Argv
-	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
+	s.script = wr
+	// runsc passes the job only its stdio, so the bootstrap reads fd 0.
+	err = s.start(isolate.BootstrapArgv(0), "sandbox-"+s.ws.Journal.SandboxID, rd)
+	rd.Close()
+	if err == nil {
+		err = s.waitReady(ctx, st.Sys().(*syscall.Stat_t).Ino)
 	}
+	if err != nil {
+		return fmt.Errorf("gvisor: boot: %w", err)
+	}
+	s.booted = true
+	return nil
+}
+
+// start writes the bundle for argv and starts `runsc run`, with stdin as
+// the job's standard input (nil: /dev/null). invID labels the container.
+func (s *sandbox) start(argv []string, invID string, stdin *os.File) error {
 	s.container = "awf-" + s.name
-	s.ws.Journal.InvocationID = invID
 	s.ws.Journal.Container = s.container
 	if err := s.ws.WriteJournal(); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := s.ws.WriteScript(job.Script); err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	bundle := s.ws.Path("bundle")
 	dt := s.t
@@ -103,26 +241,26 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	}
 	desc, err := isolate.Describe(dt, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: s.r.cpus})
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	spec, err := buildSpec(bundleSpec{
 		desc: desc, rootFS: s.rootFS, ws: s.ws,
 		cgroup: s.cg.rel, seccomp: s.seccomp, runID: s.runID, invID: invID, sandbox: s.ws.Journal.SandboxID,
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	if s.enc != nil {
 		if err := renderEnclave(*s.enc, s.ws, spec); err != nil {
-			return nil, nil, nil, err
+			return err
 		}
 	}
 	if err := writeBundle(bundle, spec); err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	stateRoot := s.ws.Path("runsc")
 	if err := os.Mkdir(stateRoot, 0o700); err != nil {
-		return nil, nil, nil, fmt.Errorf("runsc state root: %w", err)
+		return fmt.Errorf("runsc state root: %w", err)
 	}
 	args := withNetwork(globalArgs(stateRoot, s.ws.Path("runsc.log"), s.platform, s.seccomp != nil, s.t.Weaken.NoNetNS), s.t)
 	args = append(args, s.r.debugArgs...)
@@ -130,6 +268,9 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	cmd := networkCommand(s.r.runsc, args, s.t)
 	cmd.Dir = s.ws.Dir
 	cmd.Env = runscEnv
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	stdout := &workspace.Capture{Max: s.t.Limits.CaptureBytes}
 	stderr := &workspace.Capture{Max: s.t.Limits.CaptureBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -141,33 +282,42 @@ func (s *sandbox) launch(job isolate.Job) (*exec.Cmd, *workspace.Capture, *works
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.r.runsc == "" {
-		return nil, nil, nil, s.r.runscErr
+		return s.r.runscErr
 	}
 	// From a thread of its own: the parent-death signal follows the forking
 	// thread, which must outlive runsc (see isolate/ownthread).
 	done, err := ownthread.Start(cmd)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("start runsc: %w", err)
+		return fmt.Errorf("start runsc: %w", err)
 	}
-	s.cmd, s.done = cmd, done
-	return cmd, stdout, stderr, nil
+	s.cmd, s.stdout, s.stderr = cmd, stdout, stderr
+	exitc := make(chan struct{})
+	s.exitc = exitc
+	go func() {
+		err := <-done
+		s.mu.Lock()
+		s.exited, s.waitErr = true, err
+		s.mu.Unlock()
+		close(exitc)
+	}()
+	return nil
 }
 
-// wait waits for runsc to exit or for the wall-clock deadline, which kills
-// the container, and classifies the result.
-func (s *sandbox) wait(ctx context.Context, cmd *exec.Cmd) isolate.Outcome {
+// wait waits for runsc to exit or for the wall-clock deadline, counted
+// from t0, which kills the container, and classifies the result.
+func (s *sandbox) wait(ctx context.Context, t0 time.Time) isolate.Outcome {
 	s.mu.Lock()
-	reaped := s.done
+	exitc := s.exitc
 	s.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		err := <-reaped
+		<-exitc
 		s.mu.Lock()
-		s.exited = true
+		err := s.waitErr
 		s.mu.Unlock()
 		done <- err
 	}()
-	dl := time.NewTimer(s.t.Limits.Wall)
+	dl := time.NewTimer(s.t.Limits.Wall - time.Since(t0))
 	defer dl.Stop()
 	var err error
 	var timedOut bool
@@ -254,6 +404,11 @@ func (s *sandbox) Destroy(ctx context.Context) error {
 	var errs []error
 	if running {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if s.script != nil {
+		// A sandbox destroyed unused never gets a script: the launcher
+		// is killed with its sandbox before it could read an EOF.
+		_ = s.script.Close()
 	}
 	if s.ws != nil {
 		if err := reclaimContainer(ctx, s.r.runsc, s.ws.Path("runsc"), s.container); err != nil {

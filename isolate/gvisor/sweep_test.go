@@ -11,6 +11,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/isolatetest"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // TestSweepRemovesWhatACrashLeft leaves one prepared sandbox and one running
@@ -20,10 +21,19 @@ func TestSweepRemovesWhatACrashLeft(t *testing.T) {
 	r := newTestRuntime(t)
 	isolatetest.SweepRemovesWhatACrashLeft(t, isolatetest.Crash{
 		Runtime: r, Template: template(t, r, ""),
-		// runsc has state for the running container.
+		// runsc has state for both containers (the idle one is booted),
+		// and the busy one has been handed its job.
 		Running: func() bool {
 			m, _ := filepath.Glob(filepath.Join(r.dir, "*", "runsc", "*.state"))
-			return len(m) == 1
+			if len(m) != 2 {
+				return false
+			}
+			for _, st := range m {
+				if j, err := workspace.ReadJournal(filepath.Dir(filepath.Dir(st))); err == nil && j.InvocationID == "busy" {
+					return true
+				}
+			}
+			return false
 		},
 		Wait: 30 * time.Second,
 		Fresh: func() isolate.Runtime {
