@@ -285,22 +285,25 @@ func (t *TelemetryLog) Close() error {
 	return t.f.Close()
 }
 
-// taskDigests returns the hex sha256 of a task's script and of its canonical
+// digestedTask is a Task whose audit record says what was asked without
+// keeping it: its text (a script, or an agent's task) and its schema (a
+// probe's is the closed one the broker built).
+type digestedTask interface {
+	Task
+	digested() (text []byte, schema *proto.Schema)
+}
+
+// taskDigests returns the hex sha256 of a task's text and of its canonical
 // schema, for the audit record; empty for kinds that have neither.
 func taskDigests(t Task) (script, schema string) {
-	if p, ok := t.(probeTask); ok {
-		return p.digests()
-	}
-	if a, ok := t.(*agentTask); ok {
-		return a.digests() // the task text stands for the script
-	}
-	q, ok := t.(queryTask)
+	d, ok := t.(digestedTask)
 	if !ok {
 		return "", ""
 	}
-	sum := sha256.Sum256(q.r.Script)
+	text, s := d.digested()
+	sum := sha256.Sum256(text)
 	script = hex.EncodeToString(sum[:])
-	if c, err := CanonicalSchema(q.r.Schema.Compact()); err == nil {
+	if c, err := CanonicalSchema(s.Compact()); err == nil {
 		sum = sha256.Sum256(c)
 		schema = hex.EncodeToString(sum[:])
 	}

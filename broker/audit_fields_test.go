@@ -60,3 +60,19 @@ func TestAuditRecordDigestsAndVersion(t *testing.T) {
 		})
 	}
 }
+
+// A probe's record names its closed schema as a query's names its own: by
+// the digest of the canonical text, whose keys are sorted.
+func TestProbeRecordDigestIsCanonical(t *testing.T) {
+	task, _, err := frame(ProbeKind{}, probeReq("o/r", yesNo, script))
+	require.NoError(t, err)
+	text, schema := taskDigests(task)
+	s := sha256.Sum256([]byte(script))
+	assert.Equal(t, hex.EncodeToString(s[:]), text)
+	closed, err := proto.ProbeSchema(yesNo)
+	require.NoError(t, err)
+	c, err := CanonicalSchema(closed.Compact())
+	require.NoError(t, err)
+	sum := sha256.Sum256(c)
+	assert.Equal(t, hex.EncodeToString(sum[:]), schema)
+}

@@ -1,9 +1,6 @@
 package broker
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
 )
@@ -64,10 +61,4 @@ func (t probeTask) Job(id string) isolate.Job {
 // error for anything else, a script-written ERROR included.
 func (t probeTask) Result(out []byte) ([]byte, error) { return t.r.CheckResult(out) }
 
-// digests returns the script's and the closed schema's sha256, for the
-// audit record.
-func (t probeTask) digests() (script, schema string) {
-	s := sha256.Sum256(t.r.Script)
-	c := sha256.Sum256(t.r.Schema.Compact())
-	return hex.EncodeToString(s[:]), hex.EncodeToString(c[:])
-}
+func (t probeTask) digested() ([]byte, *proto.Schema) { return t.r.Script, t.r.Schema }

@@ -35,6 +35,8 @@ type queryTask struct{ r *proto.Request }
 func (t queryTask) Repo() string      { return t.r.Repo }
 func (t queryTask) ChargeBits() int64 { return t.r.Schema.ChargeBits() }
 
+func (t queryTask) digested() ([]byte, *proto.Schema) { return t.r.Script, t.r.Schema }
+
 func (t queryTask) Job(id string) isolate.Job {
 	return isolate.Job{InvocationID: id, Script: t.r.Script}
 }
