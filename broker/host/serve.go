@@ -220,6 +220,12 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	}
 	// One lane for every broker of the run: one sandbox at a time.
 	lane := make(chan struct{}, 1)
+	// Only bounded queries keep a warm pool; sealed probes prepare each
+	// sandbox inside its request.
+	warm := s.WarmPool
+	if s.Kind == KindProbe {
+		warm = 0
+	}
 	b, err := broker.New(broker.Options{
 		Lane:           lane,
 		Kind:           kind,
@@ -231,9 +237,23 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		Audit:          audit,
 		Telemetry:      tel,
 		Freezer:        freezer,
+		WarmPool:       warm,
 	})
 	if err != nil {
 		return fail("broker-invalid", err)
+	}
+	// The warm pool fills before the agent starts; its idle sandboxes go
+	// before the runtime's last sweep (deferred earlier, so run later).
+	// A fill that left the runtime unusable fails the start closed.
+	defer func() {
+		if cerr := b.Close(ctx); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	if err := b.FillPool(ctx); err != nil {
+		if uerr := rt.Usable(); uerr != nil {
+			return fail("pool-fill-failed", fmt.Errorf("warm pool: %w", uerr))
+		}
 	}
 	if s.Probe != nil {
 		ps, perr := startProbes(ctx, s, pol, tel, lane, freezer)

@@ -20,8 +20,11 @@ type Spec struct {
 	MemoryBytes    int64
 	TimeoutSeconds int
 	MaxInvocations int
-	SocketUID      int
-	SocketGID      int
+	// WarmPool is how many sandboxes the query broker keeps prepared per
+	// seed (boundedQueries.warmPool); 0 keeps none.
+	WarmPool  int `json:",omitempty"`
+	SocketUID int
+	SocketGID int
 	// AgentCgroup is the agent's cgroup, which the broker freezes during
 	// metered queries, and the run's CPU split (the broker and the sandboxes
 	// take CPUs.Sandbox).
