@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
@@ -58,17 +59,7 @@ func SkillWith(repos []SkillRepo, timeoutSeconds, maxInvocations int, f SandboxF
 	w("see only one canonical JSON line: `{\"status\":\"ok\",\"result\":<value>}` or `{\"status\":\"error\"}`.\n")
 	w("Every failure looks the same, on purpose: you cannot learn why a query failed.\n\n")
 	w("## Available repositories\n\n")
-	for _, r := range repos {
-		bits, metered, _ := proto.SensitivityBudget(r.Sensitivity)
-		switch {
-		case !metered:
-			w("- `%s` — unmetered (`%s`)\n", r.Repo, r.Sensitivity)
-		case bits == 0:
-			w("- `%s` — 0 bits/run (`%s` — never runs a script)\n", r.Repo, r.Sensitivity)
-		default:
-			w("- `%s` — %d bits/run (`%s`)\n", r.Repo, bits, r.Sensitivity)
-		}
-	}
+	skillRepos(w, repos, "never runs a script")
 	w("\n## Invoking\n\n")
 	w("```sh\nbounded-query --repo OWNER/REPO --schema '<finite schema JSON>' < script.py\n```\n\n")
 	w("- `--repo` and `--schema` are required, exactly once each, in any order. No other option, no `--flag=value`\n")
@@ -76,15 +67,7 @@ func SkillWith(repos []SkillRepo, timeoutSeconds, maxInvocations int, f SandboxF
 	w("- The schema is at most %d bytes. The script arrives on stdin (not a terminal), is UTF-8 and at most %d bytes.\n", proto.MaxSchemaBytes, proto.MaxScriptBytes)
 	w("- The command always prints exactly one JSON line and exits 0.\n\n")
 	w("## Response schema\n\n")
-	w("| type | shape | values |\n|---|---|---|\n")
-	w("| const | `{\"type\":\"const\",\"value\":<literal>}` | 1 |\n")
-	w("| boolean | `{\"type\":\"boolean\"}` | 2 |\n")
-	w("| enum | `{\"type\":\"enum\",\"values\":[<literal>,...]}` | number of members |\n")
-	w("| integer | `{\"type\":\"integer\",\"minimum\":N,\"maximum\":M}` | M-N+1 |\n")
-	w("| object | `{\"type\":\"object\",\"fields\":{\"name\":<schema>,...}}` | product of fields |\n")
-	w("| tuple | `{\"type\":\"tuple\",\"items\":[<schema>,...]}` | product of items |\n")
-	w("| array | `{\"type\":\"array\",\"items\":<schema>,\"length\":N}` | items^N |\n")
-	w("| union | `{\"type\":\"union\",\"variants\":{\"tag\":<schema>,...}}` | sum of variants; value `{\"tag\":..,\"value\":..}` |\n\n")
+	skillSchemaTable(w)
 	w("A literal is a string (at most %d UTF-8 bytes, no control characters), a safe integer, a boolean or\n", proto.MaxLiteralStringBytes)
 	w("null; enum members share one JSON type and are unique. Limits: depth %d, %d nodes, %d fields/items/variants,\n", proto.MaxSchemaDepth, proto.MaxSchemaNodes, proto.MaxObjectFields)
 	w("array length at most %d. There are no free strings, floats, regexes, optional fields or recursion.\n\n", proto.MaxArrayLength)
@@ -114,13 +97,10 @@ func SkillWith(repos []SkillRepo, timeoutSeconds, maxInvocations int, f SandboxF
 	w("```sh\nbounded-query --repo %s --schema '{\"type\":\"boolean\"}' <<'EOF'\nimport json, os\nwith open('/query/out', 'w') as f:\n    json.dump(os.path.isfile('/query/repo/SECURITY.md'), f)\nEOF\n```\n\n", exampleRepo(repos))
 	w("## Budget\n\n")
 	w("Each accepted query is charged before it runs, and never refunded:\n\n")
-	w("    charge = %d + ceil(log2(cardinality)) + %d bits\n\n", proto.ResultStatusBits, proto.TimingBucketBits)
+	skillCharge(w)
 	w("(%d bit for ok/error, %d bits for the six timing buckets). The cheapest query (a const) costs %d bits; a\n", proto.ResultStatusBits, proto.TimingBucketBits, proto.MinChargeBits)
 	w("boolean 5, a 4-member enum 6, an integer in 0..255 12. There is no per-query cap beyond the budget.\n")
-	w("Responses arrive only at fixed times after the query starts: 10ms, 100ms, 1s, 10s, 60s or 600s.\n")
-	w("At most %d requests per run are answered (every request counts, even rejected ones). The remaining\n", maxInvocations)
-	w("balance is never shown.\n\n")
-	w("Design one high-value, low-cardinality question per invocation.\n")
+	skillRunCap(w, "query", maxInvocations)
 	return b.String()
 }
 
@@ -134,4 +114,65 @@ func exampleRepo(repos []SkillRepo) string {
 		return repos[0].Repo
 	}
 	return "owner/repo"
+}
+
+// The skills' shared parts: each fact the three skills state alike is
+// written once here.
+
+// skillRepos writes the available repositories, each with its initial run
+// budget; zeroBits is what a 0-bit repository's job never does.
+func skillRepos(w func(string, ...any), repos []SkillRepo, zeroBits string) {
+	for _, r := range repos {
+		bits, metered, _ := proto.SensitivityBudget(r.Sensitivity)
+		switch {
+		case !metered:
+			w("- `%s` — unmetered (`%s`)\n", r.Repo, r.Sensitivity)
+		case bits == 0:
+			w("- `%s` — 0 bits/run (`%s` — %s)\n", r.Repo, r.Sensitivity, zeroBits)
+		default:
+			w("- `%s` — %d bits/run (`%s`)\n", r.Repo, bits, r.Sensitivity)
+		}
+	}
+}
+
+// skillSchemaTable writes the finite schema language (proto's), one row a
+// type with its shape and its number of values.
+func skillSchemaTable(w func(string, ...any)) {
+	w("| type | shape | values |\n|---|---|---|\n")
+	w("| const | `{\"type\":\"const\",\"value\":<literal>}` | 1 |\n")
+	w("| boolean | `{\"type\":\"boolean\"}` | 2 |\n")
+	w("| enum | `{\"type\":\"enum\",\"values\":[<literal>,...]}` | number of members |\n")
+	w("| integer | `{\"type\":\"integer\",\"minimum\":N,\"maximum\":M}` | M-N+1 |\n")
+	w("| object | `{\"type\":\"object\",\"fields\":{\"name\":<schema>,...}}` | product of fields |\n")
+	w("| tuple | `{\"type\":\"tuple\",\"items\":[<schema>,...]}` | product of items |\n")
+	w("| array | `{\"type\":\"array\",\"items\":<schema>,\"length\":N}` | items^N |\n")
+	w("| union | `{\"type\":\"union\",\"variants\":{\"tag\":<schema>,...}}` | sum of variants; value `{\"tag\":..,\"value\":..}` |\n\n")
+}
+
+// skillCharge writes the charge formula (proto's).
+func skillCharge(w func(string, ...any)) {
+	w("    charge = %d + ceil(log2(cardinality)) + %d bits\n\n", proto.ResultStatusBits, proto.TimingBucketBits)
+}
+
+// skillRunCap writes the timing buckets, the per-run request cap and that
+// the balance is never shown; job names what starts ("query").
+func skillRunCap(w func(string, ...any), job string, maxInvocations int) {
+	w("Responses arrive only at fixed times after the %s starts: %s.\n", job, skillBuckets())
+	w("At most %d requests per run are answered (every request counts, even rejected ones). The remaining\n", maxInvocations)
+	w("balance is never shown.\n\n")
+	w("Design one high-value, low-cardinality question per invocation.\n")
+}
+
+// skillBuckets lists the timing buckets as the skills say them: "10ms,
+// 100ms, 1s, 10s, 60s or 600s".
+func skillBuckets() string {
+	var out []string
+	for _, b := range proto.TimingBuckets() {
+		if b < time.Second {
+			out = append(out, fmt.Sprintf("%dms", b.Milliseconds()))
+		} else {
+			out = append(out, fmt.Sprintf("%ds", int64(b/time.Second)))
+		}
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
 }

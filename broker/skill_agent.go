@@ -32,17 +32,7 @@ func AgentSkill(repos []SkillRepo, o AgentSkillOptions) string {
 	w("the model chooses) to the configured model provider. The budget bounds what *you* learn, not what the\n")
 	w("provider sees. Prefer `bounded-query` whenever a deterministic script can answer the question.\n\n")
 	w("## Available repositories\n\n")
-	for _, r := range repos {
-		bits, metered, _ := proto.SensitivityBudget(r.Sensitivity)
-		switch {
-		case !metered:
-			w("- `%s` — unmetered (`%s`)\n", r.Repo, r.Sensitivity)
-		case bits == 0:
-			w("- `%s` — 0 bits/run (`%s` — never launches an enclave)\n", r.Repo, r.Sensitivity)
-		default:
-			w("- `%s` — %d bits/run (`%s`)\n", r.Repo, bits, r.Sensitivity)
-		}
-	}
+	skillRepos(w, repos, "never launches an enclave")
 	w("\nThese budgets are the bounded-agent subsystem's own: its ledger is separate from bounded queries', so\n")
 	w("spending here never consumes a query's balance, nor the other way round.\n\n")
 	w("## Invoking\n\n")
@@ -54,15 +44,7 @@ func AgentSkill(repos []SkillRepo, o AgentSkillOptions) string {
 	w("- The command always prints exactly one JSON line and exits 0.\n\n")
 	w("## Response schema\n\n")
 	w("The same finite schema language as `bounded-query`:\n\n")
-	w("| type | shape | values |\n|---|---|---|\n")
-	w("| const | `{\"type\":\"const\",\"value\":<literal>}` | 1 |\n")
-	w("| boolean | `{\"type\":\"boolean\"}` | 2 |\n")
-	w("| enum | `{\"type\":\"enum\",\"values\":[<literal>,...]}` | number of members |\n")
-	w("| integer | `{\"type\":\"integer\",\"minimum\":N,\"maximum\":M}` | M-N+1 |\n")
-	w("| object | `{\"type\":\"object\",\"fields\":{\"name\":<schema>,...}}` | product of fields |\n")
-	w("| tuple | `{\"type\":\"tuple\",\"items\":[<schema>,...]}` | product of items |\n")
-	w("| array | `{\"type\":\"array\",\"items\":<schema>,\"length\":N}` | items^N |\n")
-	w("| union | `{\"type\":\"union\",\"variants\":{\"tag\":<schema>,...}}` | sum of variants |\n\n")
+	skillSchemaTable(w)
 	w("There are no free strings: a bounded agent cannot return source code, text or anything variable-length.\n\n")
 	w("## Task contract\n\n")
 	w("- Ask one narrow question whose answer is a member of the schema. The model reads the repository with its\n")
@@ -73,10 +55,7 @@ func AgentSkill(repos []SkillRepo, o AgentSkillOptions) string {
 	w("Which subsystem owns the retry policy for outbound HTTP calls: net, store, api, or none?\nTASK\n```\n\n")
 	w("## Budget\n\n")
 	w("Each accepted invocation is charged before the enclave starts, and never refunded:\n\n")
-	w("    charge = %d + ceil(log2(cardinality)) + %d bits\n\n", proto.ResultStatusBits, proto.TimingBucketBits)
-	w("Responses arrive only at fixed times after the invocation starts: 10ms, 100ms, 1s, 10s, 60s or 600s.\n")
-	w("At most %d requests per run are answered (every request counts, even rejected ones). The remaining\n", o.MaxInvocations)
-	w("balance is never shown.\n\n")
-	w("Design one high-value, low-cardinality question per invocation.\n")
+	skillCharge(w)
+	skillRunCap(w, "invocation", o.MaxInvocations)
 	return b.String()
 }

@@ -48,6 +48,6 @@ func ProbeSkill(repos []string, timeoutSeconds, maxInvocations int) string {
 	w("## Budget\n\n")
 	w("At most %d probes per run are answered (every request counts, even rejected ones); after that every\n", maxInvocations)
 	w("probe is `ERROR` and nothing runs. Each answer is one of four symbols, at most two bits. Responses\n")
-	w("arrive only at fixed times after the probe starts: 10ms, 100ms, 1s, 10s, 60s or 600s.\n")
+	w("arrive only at fixed times after the probe starts: %s.\n", skillBuckets())
 	return b.String()
 }
