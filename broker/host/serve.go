@@ -162,7 +162,9 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	if err != nil {
 		return fail("policy-invalid", err)
 	}
-	rt, err := runtimes.Open(s.Runtime, s.HostConfig())
+	h := s.HostConfig()
+	h.Progress = logw // the docker backend's first image import takes seconds
+	rt, err := runtimes.Open(s.Runtime, h)
 	if err != nil {
 		state, category := runtimeState(err)
 		return failState(state, category, err)
