@@ -2,13 +2,10 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/docker"
@@ -111,23 +108,11 @@ func (m *Matrix) BuildEnclaveMatrix(ctx context.Context, o EnclaveMatrixOptions)
 			em.Runtimes[name] = a
 		}
 	}
-	add := func(p, e, origin string) {
+	inSeedOrder(SeedEnclaves(), func(p, e, origin string) {
 		c := combineSide(p, e, "enclave", m.Agents[p], em.Runtimes[e])
 		em.Cells = append(em.Cells, EnclaveCell{Primary: p, Enclave: e, Origin: origin,
 			State: strings.ToUpper(c.State), Condition: enclaveCondition(p, e), Reason: c.Reason})
-	}
-	for _, p := range SeedPrimaries() {
-		for _, e := range SeedEnclaves() {
-			add(p, e, OriginSeed)
-		}
-	}
-	for _, p := range AgentRuntimes() {
-		for _, e := range runtimes.Names() {
-			if !slices.Contains(SeedPrimaries(), p) || !slices.Contains(SeedEnclaves(), e) {
-				add(p, e, OriginAWF)
-			}
-		}
-	}
+	})
 	return em
 }
 
@@ -145,23 +130,12 @@ func enclavePreflight(name string, probe Availability, o EnclaveMatrixOptions) A
 	if probe.State != CellSupported {
 		return probe
 	}
-	dir, err := os.MkdirTemp("", "awf-matrix-enclave-")
-	if err != nil {
-		return Availability{CellUnavailable, fmt.Sprintf("state directory: %v", err)}
-	}
-	defer os.RemoveAll(dir)
-	h := o.Host
-	h.RunID = "matrix-" + randHex(8)
-	h.StateDir = dir
-	rt, err := o.Open(name, h)
-	if err != nil {
-		return Availability{CellUnavailable, err.Error()}
-	}
-	defer rt.Close()
-	if _, ok := rt.(enclaveRenderer); !ok {
-		return Availability{CellBlocked, "missing control: the runtime does not render the enclave's read-only layout and network"}
-	}
-	return Availability{CellSupported, "preflight: probe passed and the runtime renders enclaves (network not exercised)"}
+	return withScratchRuntime(name, "awf-matrix-enclave-", o.Host, o.Open, func(rt isolate.Runtime) Availability {
+		if _, ok := rt.(enclaveRenderer); !ok {
+			return Availability{CellBlocked, "missing control: the runtime does not render the enclave's read-only layout and network"}
+		}
+		return Availability{CellSupported, "preflight: probe passed and the runtime renders enclaves (network not exercised)"}
+	})
 }
 
 // enclaveNetwork runs the enclave network probes once for all of names and
@@ -244,96 +218,30 @@ func enclaveCondition(primary, enc string) string {
 
 // Cell returns the cell for primary/enclave, or false.
 func (em *EnclaveMatrix) Cell(primary, enc string) (EnclaveCell, bool) {
-	for _, c := range em.Cells {
-		if c.Primary == primary && c.Enclave == enc {
-			return c, true
-		}
-	}
-	return EnclaveCell{}, false
+	return findCell(em.Cells, func(c EnclaveCell) bool { return c.Primary == primary && c.Enclave == enc })
 }
 
 // ParseEnclavePair splits "PRIMARY/ENCLAVE" and checks both names.
 func ParseEnclavePair(s string) (primary, enc string, err error) {
-	primary, enc, ok := strings.Cut(s, "/")
-	if !ok || !slices.Contains(AgentRuntimes(), primary) || !slices.Contains(runtimes.Names(), enc) {
-		return "", "", fmt.Errorf("%q: want PRIMARY/ENCLAVE with PRIMARY in %v and ENCLAVE in %v", s, AgentRuntimes(), runtimes.Names())
-	}
-	return primary, enc, nil
+	return parseCellPair(s, "PRIMARY", "ENCLAVE")
+}
+
+func (em *EnclaveMatrix) table() seedTable {
+	t := newSeedTable("enclave", "awf's own enclave cells", em.Primaries, em.Enclaves, em.Cells)
+	t.proof = fmt.Sprintf("enclave runtimes proven once each (%s)", em.Proof)
+	return t
 }
 
 // Unmet lists every required PRIMARY/ENCLAVE pair that is not SUPPORTED,
 // as "enclave docker/docker: BLOCKED: reason".
 func (em *EnclaveMatrix) Unmet(required []string) []string {
-	var out []string
-	for _, r := range required {
-		p, e, err := ParseEnclavePair(r)
-		if err != nil {
-			out = append(out, "enclave "+err.Error())
-			continue
-		}
-		if c, _ := em.Cell(p, e); c.State != "SUPPORTED" {
-			out = append(out, fmt.Sprintf("enclave %s/%s: %s: %s", p, e, c.State, oneLine(c.Reason)))
-		}
-	}
-	return out
+	return em.table().unmet(required, ParseEnclavePair, "enclave ")
 }
 
 // WriteText writes the seed's enclave table ("Primary agent", one column
 // per enclave runtime), its nine cells with the seed's condition and this
 // host's reason, then awf's own cells, marked as such.
-func (em *EnclaveMatrix) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	title := func(n string) string {
-		switch n {
-		case "docker":
-			return "Docker"
-		case "gvisor":
-			return "gVisor"
-		}
-		return n
-	}
-	head := []string{"Primary agent"}
-	for _, e := range em.Enclaves {
-		head = append(head, title(e)+" enclave")
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, p := range em.Primaries {
-		row := []string{title(p)}
-		for _, e := range em.Enclaves {
-			c, _ := em.Cell(p, e)
-			row = append(row, c.State)
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "enclave runtimes proven once each (%s)\n", em.Proof)
-	fmt.Fprintln(tw, "PRIMARY/ENCLAVE\tSTATE\tSEED CONDITION\tTHIS HOST")
-	for _, c := range em.Cells {
-		if c.Origin == OriginSeed {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", c.Primary, c.Enclave, c.State, c.Condition, oneLine(c.Reason))
-		}
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "awf's own enclave cells (not in the seed: the host primary agent, the direct enclave runtime)")
-	fmt.Fprintln(tw, "PRIMARY/ENCLAVE\tSTATE\tCONDITION\tTHIS HOST")
-	for _, c := range em.Cells {
-		if c.Origin == OriginAWF {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", c.Primary, c.Enclave, c.State, c.Condition, oneLine(c.Reason))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("matrix: write: %w", err)
-	}
-	return nil
-}
+func (em *EnclaveMatrix) WriteText(w io.Writer) error { return em.table().writeText(w) }
 
 // WriteJSON writes the enclave matrix as JSON.
-func (em *EnclaveMatrix) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(em); err != nil {
-		return fmt.Errorf("matrix: write: %w", err)
-	}
-	return nil
-}
+func (em *EnclaveMatrix) WriteJSON(w io.Writer) error { return writeJSON(w, em, "matrix: write") }

@@ -2,10 +2,8 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -132,25 +130,14 @@ func queryAvailability(ctx context.Context, name string, o MatrixOptions) Availa
 	if len(tr.missing) > 0 {
 		return Availability{CellBlocked, "missing controls: " + strings.Join(tr.missing, ", ")}
 	}
-	dir, err := os.MkdirTemp("", "awf-matrix-")
-	if err != nil {
-		return Availability{CellUnavailable, fmt.Sprintf("state directory: %v", err)}
-	}
-	defer os.RemoveAll(dir)
-	h := o.Host
-	h.RunID = "matrix-" + randHex(8)
-	h.StateDir = dir
-	rt, err := o.Open(name, h)
-	if err != nil {
-		return Availability{CellUnavailable, err.Error()}
-	}
-	defer rt.Close()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := rt.Probe(pctx); err != nil {
-		return Availability{CellUnavailable, err.Error()}
-	}
-	return Availability{CellSupported, "probe passed"}
+	return withScratchRuntime(name, "awf-matrix-", o.Host, o.Open, func(rt isolate.Runtime) Availability {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := rt.Probe(pctx); err != nil {
+			return Availability{CellUnavailable, err.Error()}
+		}
+		return Availability{CellSupported, "probe passed"}
+	})
 }
 
 // agentAvailability checks where a primary agent can run.
@@ -181,21 +168,12 @@ func agentAvailability(ctx context.Context, name, sock string) Availability {
 
 // Cell returns the cell for agent/query, or false.
 func (m *Matrix) Cell(agent, query string) (Cell, bool) {
-	for _, c := range m.Cells {
-		if c.Agent == agent && c.Query == query {
-			return c, true
-		}
-	}
-	return Cell{}, false
+	return findCell(m.Cells, func(c Cell) bool { return c.Agent == agent && c.Query == query })
 }
 
 // ParsePair splits "AGENT/QUERY" and checks both names.
 func ParsePair(s string) (agent, query string, err error) {
-	agent, query, ok := strings.Cut(s, "/")
-	if !ok || !slices.Contains(AgentRuntimes(), agent) || !slices.Contains(runtimes.Names(), query) {
-		return "", "", fmt.Errorf("%q: want AGENT/QUERY with AGENT in %v and QUERY in %v", s, AgentRuntimes(), runtimes.Names())
-	}
-	return agent, query, nil
+	return parseCellPair(s, "AGENT", "QUERY")
 }
 
 // Unmet lists the required pairs whose cell is not supported, with reasons.
@@ -215,15 +193,7 @@ func (m *Matrix) Unmet(required []string) []string {
 }
 
 // WriteJSON writes the versioned JSON matrix.
-func (m *Matrix) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(m); err != nil {
-		return fmt.Errorf("matrix: write: %w", err)
-	}
-	return nil
-}
+func (m *Matrix) WriteJSON(w io.Writer) error { return writeJSON(w, m, "matrix: write") }
 
 // WriteText writes the grid, then one line per cell with its reason.
 func (m *Matrix) WriteText(w io.Writer) error {

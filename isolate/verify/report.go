@@ -118,12 +118,16 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // WriteReportJSON writes a report as indented JSON, with HTML characters
 // left as they are: the one JSON form of verify's and the agent battery's
 // reports.
-func WriteReportJSON(w io.Writer, rep any) error {
+func WriteReportJSON(w io.Writer, rep any) error { return writeJSON(w, rep, "write report") }
+
+// writeJSON writes v in WriteReportJSON's form, which the matrices share;
+// an error says what was being written.
+func writeJSON(w io.Writer, v any, what string) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("write report: %w", err)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

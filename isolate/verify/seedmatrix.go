@@ -1,12 +1,8 @@
 package verify
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"text/tabwriter"
 )
 
 // The seed's primary-agent × query-runtime matrix is 3 × 3: Docker, gVisor
@@ -78,107 +74,34 @@ func seedCondition(primary, query string) string {
 // InSeedTerms returns the matrix in the seed's terms.
 func (m *Matrix) InSeedTerms() *SeedMatrix {
 	s := &SeedMatrix{Version: MatrixVersion, Primaries: SeedPrimaries(), Queries: SeedQueries()}
-	add := func(c Cell, origin string) {
-		s.Cells = append(s.Cells, SeedCell{Primary: c.Agent, Query: c.Query, Origin: origin,
-			State: strings.ToUpper(c.State), Condition: seedCondition(c.Agent, c.Query), Reason: c.Reason})
-	}
-	for _, p := range SeedPrimaries() {
-		for _, q := range SeedQueries() {
-			if c, ok := m.Cell(p, q); ok {
-				add(c, OriginSeed)
-			}
+	inSeedOrder(SeedQueries(), func(p, q, origin string) {
+		if c, ok := m.Cell(p, q); ok {
+			s.Cells = append(s.Cells, SeedCell{Primary: p, Query: q, Origin: origin,
+				State: strings.ToUpper(c.State), Condition: seedCondition(p, q), Reason: c.Reason})
 		}
-	}
-	for _, c := range m.Cells {
-		if !slices.Contains(SeedPrimaries(), c.Agent) || !slices.Contains(SeedQueries(), c.Query) {
-			add(c, OriginAWF)
-		}
-	}
+	})
 	return s
 }
 
 // Cell returns the cell for primary/query, or false.
 func (s *SeedMatrix) Cell(primary, query string) (SeedCell, bool) {
-	for _, c := range s.Cells {
-		if c.Primary == primary && c.Query == query {
-			return c, true
-		}
-	}
-	return SeedCell{}, false
+	return findCell(s.Cells, func(c SeedCell) bool { return c.Primary == primary && c.Query == query })
+}
+
+func (s *SeedMatrix) table() seedTable {
+	return newSeedTable("query", "awf's own cells", s.Primaries, s.Queries, s.Cells)
 }
 
 // Unmet lists every required PRIMARY/QUERY pair that is not SUPPORTED, as
 // "docker/sbx: BLOCKED: reason", for the command's exit status.
 func (s *SeedMatrix) Unmet(required []string) []string {
-	var out []string
-	for _, r := range required {
-		p, q, err := ParsePair(r)
-		if err != nil {
-			out = append(out, err.Error())
-			continue
-		}
-		if c, _ := s.Cell(p, q); c.State != "SUPPORTED" {
-			out = append(out, fmt.Sprintf("%s/%s: %s: %s", p, q, c.State, strings.Join(strings.Fields(c.Reason), " ")))
-		}
-	}
-	return out
+	return s.table().unmet(required, ParsePair, "")
 }
 
 // WriteText writes the seed's table ("Primary agent", one column per query
 // runtime, each cell its state), the nine cells with the seed's condition
 // and this host's reason, then awf's own cells, marked as such.
-func (s *SeedMatrix) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	title := func(n string) string {
-		switch n {
-		case "docker":
-			return "Docker"
-		case "gvisor":
-			return "gVisor"
-		}
-		return n
-	}
-	head := []string{"Primary agent"}
-	for _, q := range s.Queries {
-		head = append(head, title(q)+" query")
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, p := range s.Primaries {
-		row := []string{title(p)}
-		for _, q := range s.Queries {
-			c, _ := s.Cell(p, q)
-			row = append(row, c.State)
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "PRIMARY/QUERY\tSTATE\tSEED CONDITION\tTHIS HOST")
-	for _, c := range s.Cells {
-		if c.Origin == OriginSeed {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", c.Primary, c.Query, c.State, c.Condition, oneLine(c.Reason))
-		}
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "awf's own cells (not in the seed: the host primary agent, the direct query runtime)")
-	fmt.Fprintln(tw, "PRIMARY/QUERY\tSTATE\tCONDITION\tTHIS HOST")
-	for _, c := range s.Cells {
-		if c.Origin == OriginAWF {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", c.Primary, c.Query, c.State, c.Condition, oneLine(c.Reason))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("matrix: write: %w", err)
-	}
-	return nil
-}
+func (s *SeedMatrix) WriteText(w io.Writer) error { return s.table().writeText(w) }
 
 // WriteJSON writes the seed matrix as JSON.
-func (s *SeedMatrix) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
-		return fmt.Errorf("matrix: write: %w", err)
-	}
-	return nil
-}
+func (s *SeedMatrix) WriteJSON(w io.Writer) error { return writeJSON(w, s, "matrix: write") }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -66,22 +67,37 @@ func TestSeedMatrix(t *testing.T) {
 	assert.True(t, strings.HasPrefix(unmet[0], "docker/sbx: BLOCKED: query runtime sbx: missing controls: "), unmet[0])
 	assert.True(t, strings.HasPrefix(unmet[1], "gvisor/docker: UNAVAILABLE: query runtime docker: "), unmet[1])
 
-	var txt bytes.Buffer
-	require.NoError(t, s.WriteText(&txt))
-	out := txt.String()
+	out := seedTableText(t, s, "awf's own cells")
 	assert.True(t, strings.HasPrefix(out, "Primary agent  Docker query  gVisor query  sbx query\n"), out)
-	seedPart, awfPart, ok := strings.Cut(out, "awf's own cells")
-	require.True(t, ok)
+
+	m.Seed = s
+	back := matrixJSONRoundTrip(t, m)
+	require.NotNil(t, back.Seed)
+	assert.Equal(t, *s, *back.Seed)
+	assert.Len(t, back.Cells, 16, "the matrix's own cells stay")
+}
+
+// seedTableText is the text of one of the seed's tables, whose seed part
+// (before the heading own of awf's own cells) must name none of awf's.
+func seedTableText(t *testing.T, tb interface{ WriteText(io.Writer) error }, own string) string {
+	t.Helper()
+	var txt bytes.Buffer
+	require.NoError(t, tb.WriteText(&txt))
+	out := txt.String()
+	seedPart, awfPart, ok := strings.Cut(out, own)
+	require.True(t, ok, out)
 	assert.NotContains(t, seedPart, "host/")
 	assert.NotContains(t, seedPart, "/direct")
 	assert.Contains(t, awfPart, "host/direct")
+	return out
+}
 
-	m.Seed = s
+// matrixJSONRoundTrip writes m as JSON and reads it back.
+func matrixJSONRoundTrip(t *testing.T, m *Matrix) Matrix {
+	t.Helper()
 	var js bytes.Buffer
 	require.NoError(t, m.WriteJSON(&js))
 	var back Matrix
 	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
-	require.NotNil(t, back.Seed)
-	assert.Equal(t, *s, *back.Seed)
-	assert.Len(t, back.Cells, 16, "the matrix's own cells stay")
+	return back
 }
