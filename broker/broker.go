@@ -91,6 +91,10 @@ type Broker struct {
 	// stopped ends when Freeze is called: a refill stops holding the lane.
 	stopped context.Context
 	stop    context.CancelFunc
+	// refills are the Refill calls under way; Close waits for them. A
+	// refill registers under mu and only while poolClosed is false.
+	refills    sync.WaitGroup
+	poolClosed bool // guarded by mu
 
 	mu     sync.Mutex
 	used   int

@@ -114,8 +114,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
-			defer s.wg.Done()
 			if over {
+				defer s.wg.Done()
 				s.b.countResponse()
 				s.audit.Failure(IDServer, ReasonConnectionLimit, fmt.Sprintf("more than %d connections", MaxConns))
 				writeResponse(c, s.b.errBody)
@@ -126,8 +126,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Lock()
 			s.conns--
 			s.mu.Unlock()
+			s.wg.Done()
 			// The response is written and the connection closed: only now
 			// may the warm pool prepare the sandbox that the job used up.
+			// A refill is no request: Shutdown does not wait for it (it
+			// stops at Freeze), the broker's Close does.
 			s.b.Refill(s.hard)
 		}()
 	}

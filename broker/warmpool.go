@@ -66,6 +66,14 @@ func (b *Broker) Refill(ctx context.Context) {
 	if b.pool == nil || b.pool.Missing() == 0 || b.closed.Load() {
 		return
 	}
+	b.mu.Lock()
+	if b.poolClosed {
+		b.mu.Unlock()
+		return
+	}
+	b.refills.Add(1)
+	b.mu.Unlock()
+	defer b.refills.Done()
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.stopped, cancel)()
@@ -92,18 +100,32 @@ func (b *Broker) Refill(ctx context.Context) {
 	Prioritized(func() { WaitForBucket(hctx, clock, start, elapsed) })
 }
 
-// Close destroys the warm pool's idle sandboxes, under PoolCloseTimeout
-// even when ctx has ended, and records the pool's counters: warm and cold
+// Close waits for a refill under way (its prepare is not cut short),
+// destroys the warm pool's idle sandboxes, all under PoolCloseTimeout even
+// when ctx has ended, and records the pool's counters: warm and cold
 // takes, and how many idle sandboxes it destroyed. Call it once the
-// server has shut down; a later request's sandbox is prepared cold. A
-// failed destroy is recorded and returned (the runtime marks itself
-// unusable). Without a pool it does nothing.
+// server has shut down and before the runtime's last sweep; a later
+// request's sandbox is prepared cold. A failed destroy is recorded and
+// returned (the runtime marks itself unusable). Without a pool it does
+// nothing.
 func (b *Broker) Close(ctx context.Context) error {
 	if b.pool == nil {
 		return nil
 	}
+	b.mu.Lock()
+	b.poolClosed = true
+	b.mu.Unlock()
+	b.stop() // a refill's hold of the lane ends now
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PoolCloseTimeout)
 	defer cancel()
+	done := make(chan struct{})
+	go func() { b.refills.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-cctx.Done():
+		// The pool is closed below; a fill that returns later destroys
+		// what it prepared itself.
+	}
 	err := b.pool.Close(cctx)
 	st := b.pool.Stats()
 	b.o.Audit.Lifecycle(LifecyclePoolClosed, fmt.Sprintf("warm=%d cold=%d prepared=%d failed=%d destroyed=%d", st.Warm, st.Cold, st.Prepared, st.Failed, st.Destroyed))

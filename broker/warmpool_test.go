@@ -230,7 +230,8 @@ func TestWarmPoolKeysBySeed(t *testing.T) {
 // TestRefillNeverOverlapsAJob: a refill that is due while another broker
 // of the lane runs a job waits for that job to end; and through the
 // server, the refill starts only once the response has been written (a
-// blocked refill does not delay the client's answer).
+// blocked refill does not delay the client's answer), Shutdown does not
+// wait for it, and Close does, then destroys what it prepared.
 func TestRefillNeverOverlapsAJob(t *testing.T) {
 	log := &eventLog{clock: &fakeClock{}}
 	sup := &pooledSandboxes{log: log}
@@ -301,14 +302,30 @@ func TestRefillNeverOverlapsAJob(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, okResponse(`{"status":"ok","result":true}`), string(resp))
 		c.Close()
-		close(gate)
-		require.Eventually(t, func() bool { return q.pool.Missing() == 0 }, 10*time.Second, 5*time.Millisecond)
+		// The refill is now held at the gate, mid-prepare.
+		require.Eventually(t, func() bool { made, _ := sup.state(); return len(made) == 3 }, 10*time.Second, 5*time.Millisecond)
+		// Shutdown waits for requests, not for the refill: it is done
+		// at once (a 100 ms settle would otherwise report a kill).
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		assert.NoError(t, srv.Shutdown(sctx))
 		assert.NoError(t, <-done)
-		_, overlaps := sup.state()
+		// Close waits for the refill's prepare before destroying.
+		closed := make(chan error, 1)
+		go func() { closed <- q.Close(ctx) }()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a refill was preparing", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(gate)
+		require.NoError(t, <-closed)
+		made, overlaps := sup.state()
 		assert.Empty(t, overlaps)
-		require.NoError(t, q.Close(ctx))
+		require.Len(t, made, 3)
+		for _, sb := range made {
+			assert.True(t, sb.destroyed, "sandbox %d outlived Close", sb.n)
+		}
+		assert.Equal(t, 1, q.pool.Stats().Destroyed, "the refilled one was idle at Close")
 	})
 }
