@@ -14,7 +14,7 @@ CMDS := awf bounded-query sealed-probe bounded-agent
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 28m
 
-.PHONY: all deps build test verify-all test-cgroup2 lint race notag demo fuzz bench clean
+.PHONY: all deps build test verify-all test-cgroup2 lint race notag demo fuzz bench bench-go clean
 
 all: build
 
@@ -90,9 +90,20 @@ fuzz: deps
 	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 2; \
 	  done; done
 
-# Benchmarks, side by side with the peers each one names (bare python3,
-# bubblewrap, runsc, docker). The docker runtime needs the private dockerd.
+# The side-by-side suite (tests/bench): the host floor, bubblewrap, every
+# runtime cold and warm, the broker end to end and the reference's approach,
+# on three repository sizes and three workloads, in one run of about 20 min.
+# It rewrites the generated block of docs/PERFORMANCE.md and
+# docs/performance.json. BENCH_QUICK=1 makes a small run for development.
+# The docker runtime and the reference's row need the private dockerd.
 bench: build
+	@tests/setup/dockerd.sh start
+	@rc=0; AWF_BENCH_SUITE=1 AWF_BENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -v -count=1 -timeout 60m ./tests/bench/ || rc=$$?; \
+	  tests/setup/dockerd.sh stop; exit $$rc
+
+# The per-package Go benchmarks, each side by side with the peers it names
+# (bare python3, bubblewrap, runsc, docker).
+bench-go: build
 	@tests/setup/dockerd.sh start
 	@rc=0; $(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 60m ./... || rc=$$?; \
 	  tests/setup/dockerd.sh stop; exit $$rc

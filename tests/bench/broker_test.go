@@ -1,0 +1,331 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// measureStartup times the bounded-query client to a local refusal (no
+// arguments: it prints the error line without reading stdin or dialling),
+// interleaved with /bin/true.
+func (s *suite) measureStartup() Startup {
+	st := Startup{Argument: "no arguments"}
+	bin := filepath.Join(s.env.BinDir, "bounded-query")
+	var client, tru []time.Duration
+	for i := 0; i < s.p.startN+1; i++ {
+		for _, argv := range [][]string{{bin}, {"/bin/true"}} {
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = hostEnv
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			t0 := time.Now()
+			err := cmd.Run()
+			d := time.Since(t0)
+			if err != nil {
+				st.Blocked = fmt.Sprintf("%s: %v", argv[0], err)
+				return st
+			}
+			if i == 0 {
+				continue // warm-up
+			}
+			if argv[0] == bin {
+				if strings.TrimSpace(out.String()) != `{"status":"error"}` {
+					st.Blocked = fmt.Sprintf("bounded-query printed %q", out.String())
+					return st
+				}
+				client = append(client, d)
+			} else {
+				tru = append(tru, d)
+			}
+		}
+	}
+	st.Client, st.BinTrue = Summarise(client), Summarise(tru)
+	logf("bench: bounded-query start-up median %.2f ms (/bin/true %.2f ms)", st.Client.MedianMS, st.BinTrue.MedianMS)
+	return st
+}
+
+// brokerSeeds is how many seeds the broker serves.
+const brokerSeeds = 10
+
+// measureBroker runs "awf broker" in the foreground with ten seeds (mid
+// and nine 10-file ones) on the direct runtime, asks n queries through the
+// bounded-query CLI as the agent user, and reads the broker's RSS and its
+// audit log's timings.
+func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
+	b := Broker{Workload: w.ID}
+	if mid == nil {
+		b.Blocked = "no 10k-file repository in this run"
+		return b
+	}
+	b.Repo = mid.id
+	if _, ok := s.rts["direct"]; !ok {
+		b.Blocked = "the direct runtime is unusable: " + s.blocked["direct"]
+		return b
+	}
+	logf("bench: broker: %d seeds, %d queries", brokerSeeds, s.p.brokerN)
+	var specs []repoSpec
+	for i := 1; i < brokerSeeds; i++ {
+		specs = append(specs, repoSpec{fmt.Sprintf("s%d", i), 10})
+	}
+	small, err := makeRepos(filepath.Join(s.work, "broker-seeds"), specs)
+	if err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	type repoCfg struct {
+		Repo        string `json:"repo"`
+		Sensitivity string `json:"sensitivity"`
+		Source      string `json:"source"`
+	}
+	repos := []repoCfg{{"bench/r" + mid.id, "public", mid.dir}}
+	for _, r := range small {
+		repos = append(repos, repoCfg{"bench/" + r.id, "public", r.dir})
+	}
+	bq := map[string]any{
+		"enabled": true, "privateRepos": repos, "runtime": "direct", "maxInvocations": 1000, "warmPool": 1,
+		"rootfs": map[string]any{"path": s.env.RootFS, "digest": s.env.RootFSHash},
+	}
+	b.Config = fmt.Sprintf("direct runtime, %d seeds, warmPool 1 each", brokerSeeds)
+	raw, err := json.Marshal(map[string]any{"boundedQueries": bq, "agent": map[string]any{"user": s.env.AgentUser}})
+	if err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	cfg := filepath.Join(s.work, "broker.json")
+	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	u, err := user.Lookup(s.env.AgentUser)
+	if err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+
+	cmd := exec.Command(s.env.AwfBin, "broker", "--config", cfg)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	var errb lockedBuffer
+	cmd.Stderr = &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			s.note("the foreground broker did not stop on SIGTERM within 2 min and was killed")
+		}
+	}
+	defer stop()
+	sockc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "socket: "); ok {
+				sockc <- v
+			}
+		}
+	}()
+	var socket string
+	select {
+	case socket = <-sockc:
+	case err := <-done:
+		stopped = true
+		b.Blocked = fmt.Sprintf("the broker exited (%v): %s", err, tail(errb.String()))
+		return b
+	case <-time.After(5 * time.Minute):
+		b.Blocked = "the broker was not ready within 5 min: " + tail(errb.String())
+		return b
+	}
+	pid := brokerPID(cmd.Process.Pid)
+	if pid == 0 {
+		b.Blocked = "the broker process (awf broker --serve) was not found"
+		return b
+	}
+	time.Sleep(2 * time.Second) // let the pool fill
+	b.RSSReadyMiB, _ = rssMiB(pid)
+	var walls []time.Duration
+	schema := `{"type":"boolean"}`
+	for i := 0; i < s.p.brokerN; i++ {
+		q := exec.Command(filepath.Join(s.env.BinDir, "bounded-query"), "--repo", "bench/r"+mid.id, "--schema", schema)
+		q.Dir = "/"
+		q.Env = []string{"PATH=/usr/bin:/bin", "AWF_BOUNDED_QUERY_SOCKET=" + socket}
+		q.Stdin = strings.NewReader(w.Script)
+		q.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		t0 := time.Now()
+		out, err := q.Output()
+		d := time.Since(t0)
+		if err != nil || strings.TrimSpace(string(out)) != `{"status":"ok","result":true}` {
+			b.Blocked = fmt.Sprintf("query %d: %v: %q", i, err, out)
+			return b
+		}
+		walls = append(walls, d)
+		// Let the pool refill after the response, as an agent's think
+		// time would.
+		time.Sleep(300 * time.Millisecond)
+	}
+	b.RSSEndMiB, b.RSSPeakMiB = rssMiB(pid)
+	stop()
+	archive := ""
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if _, v, ok := strings.Cut(l, "audit log kept in "); ok {
+			archive = strings.TrimSpace(v)
+		}
+	}
+	if archive == "" {
+		b.Blocked = "no audit archive reported: " + tail(errb.String())
+		return b
+	}
+	if strings.HasPrefix(archive, "/var/log/awf/") {
+		defer os.RemoveAll(archive)
+	}
+	procs, buckets, err := auditTimings(filepath.Join(archive, "bounded-query.jsonl"))
+	if err != nil {
+		b.Blocked = err.Error()
+		return b
+	}
+	b.Processing, b.Wall, b.Buckets = Summarise(procs), Summarise(walls), buckets
+	logf("bench: broker: processing median %.0f ms, wall at the agent %.1f ms, RSS peak %.1f MiB", b.Processing.MedianMS, b.Wall.MedianMS, b.RSSPeakMiB)
+	return b
+}
+
+// auditTimings reads elapsedMs and bucketMs of every invocation record.
+func auditTimings(path string) ([]time.Duration, map[string]int, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var procs []time.Duration
+	buckets := map[string]int{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		var rec struct {
+			Kind      string `json:"kind"`
+			ElapsedMs *int64 `json:"elapsedMs"`
+			BucketMs  *int64 `json:"bucketMs"`
+		}
+		if l == "" || json.Unmarshal([]byte(l), &rec) != nil || rec.Kind != "invocation" || rec.ElapsedMs == nil {
+			continue
+		}
+		procs = append(procs, time.Duration(*rec.ElapsedMs)*time.Millisecond)
+		if rec.BucketMs != nil {
+			buckets[fmtBucket(time.Duration(*rec.BucketMs)*time.Millisecond)]++
+		}
+	}
+	if len(procs) == 0 {
+		return nil, nil, fmt.Errorf("%s: no invocation records with elapsedMs", path)
+	}
+	return procs, buckets, nil
+}
+
+// brokerPID finds the "awf broker --serve" process below the foreground one.
+func brokerPID(parent int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(cl, []byte("\x00--serve\x00")) {
+			continue
+		}
+		for p := pid; p > 1; p = ppid(p) {
+			if p == parent {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// rssMiB returns VmRSS and VmHWM of pid in MiB.
+func rssMiB(pid int) (rss, peak float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[0], 64)
+		switch k {
+		case "VmRSS":
+			rss = round2(kb / 1024)
+		case "VmHWM":
+			peak = round2(kb / 1024)
+		}
+	}
+	return rss, peak
+}
+
+// lockedBuffer is a bytes.Buffer safe for the exec copier and readers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/report.md from testdata/report.json")
+
+// TestRenderFixture renders a recorded run (testdata/report.json) and
+// compares it with the checked-in markdown; -update rewrites the latter.
+func TestRenderFixture(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "report.json"))
+	require.NoError(t, err)
+	var rep Report
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	rep.Ratios()
+	rep.CheckTargets()
+	md := rep.Markdown()
+	golden := filepath.Join("testdata", "report.md")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(md), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), md)
+	assert.True(t, strings.HasPrefix(md, BeginMarker+"\n"))
+	assert.True(t, strings.HasSuffix(md, EndMarker+"\n"))
+	// The JSON round-trips.
+	js, err := rep.JSON()
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(js, &back))
+	assert.Equal(t, rep.Targets, back.Targets)
+}
+
+func TestReplaceBlock(t *testing.T) {
+	block := BeginMarker + "\nnew\n" + EndMarker + "\n"
+	doc := "# Performance\n\nintro\n\n## Summary\n\nhand\n"
+	got, err := ReplaceBlock(doc, block)
+	require.NoError(t, err)
+	assert.Equal(t, "# Performance\n\nintro\n\n"+block+"\n## Summary\n\nhand\n", got)
+
+	again, err := ReplaceBlock(got, BeginMarker+"\nnewer\n"+EndMarker+"\n")
+	require.NoError(t, err)
+	assert.Equal(t, "# Performance\n\nintro\n\n"+BeginMarker+"\nnewer\n"+EndMarker+"\n\n## Summary\n\nhand\n", again)
+
+	_, err = ReplaceBlock("x\n"+BeginMarker+"\nold\n", block)
+	require.Error(t, err, "an unmatched marker is never overwritten")
+	_, err = ReplaceBlock(EndMarker+"\n"+BeginMarker+"\n", block)
+	require.Error(t, err)
+
+	got, err = ReplaceBlock("no sections", block)
+	require.NoError(t, err)
+	assert.Equal(t, "no sections\n\n"+block, got)
+}
+
+func TestSummarise(t *testing.T) {
+	var ds []time.Duration
+	for i := 20; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	s := Summarise(ds)
+	assert.Equal(t, Stats{N: 20, MedianMS: 10.5, P95MS: 19, MinMS: 1, MaxMS: 20}, s)
+	assert.Equal(t, Stats{N: 1, MedianMS: 3, P95MS: 3, MinMS: 3, MaxMS: 3}, Summarise([]time.Duration{3 * time.Millisecond}))
+	assert.Equal(t, Stats{}, Summarise(nil))
+}
+
+func TestBucketName(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Millisecond:        "10 ms",
+		10 * time.Millisecond:   "10 ms",
+		11 * time.Millisecond:   "100 ms",
+		999 * time.Millisecond:  "1 s",
+		61 * time.Second:        "600 s",
+		601 * time.Second:       "overflow",
+		10*time.Millisecond + 1: "100 ms",
+	} {
+		assert.Equal(t, want, BucketName(d), "%v", d)
+	}
+	assert.Equal(t, "10 ms ×2, 1 s ×1", bucketText(Buckets([]time.Duration{time.Millisecond, 2 * time.Millisecond, 500 * time.Millisecond})))
+}
