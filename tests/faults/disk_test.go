@@ -2,6 +2,7 @@ package faults
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,19 +39,34 @@ func fillDisk(t *testing.T, path string) int64 {
 // typed reason is in the audit log or, when even that could not be
 // written, in the operator's log (never the agent's); once space is back,
 // the next query is answered normally, the audit log is whole JSONL, and
-// the run leaves nothing behind. On direct and gvisor.
+// the run leaves nothing behind. On direct, gvisor and docker. The docker
+// case runs a private Engine in that same mount namespace: an Engine in
+// the host's could not see a private root on the run's own tmpfs, and a
+// tmpfs over the host's private base would fill every other run of the
+// host.
 func TestFullDiskUnderPrivateRoot(t *testing.T) {
-	// Not docker: the Engine lives in the host's mount namespace and
-	// cannot see a private root on this run's own tmpfs, and a tmpfs over
-	// the host's private base would fill every other run of the host.
-	for _, rt := range runtimes(t) {
+	for _, rt := range allRuntimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			script := agentScript(t, "")
 			g := newGates(script)
 			body := "echo started\n" + g.wait(1) + queryLine(0) + "echo full\n" + g.wait(2) + queryLine(0) + "echo done\n"
 			require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755))
-			r := startRunPrivate(t, configWith(t, rt, 8, "public", "", 30), script,
-				"mkdir -p "+privateBase+"\nmount -t tmpfs -o size=160m,mode=0700 awf-faults-full "+privateBase)
+			mountPrivate := "mkdir -p " + privateBase + "\nmount -t tmpfs -o size=160m,mode=0700 awf-faults-full " + privateBase
+			cfg := ""
+			var e *engine
+			if rt == "docker" {
+				e = newEngine(t)
+				sh, err := filepath.Abs("../setup/dockerd.sh")
+				require.NoError(t, err)
+				// Started from the namespace's shell, the Engine (and the
+				// containerd it starts) lives in that namespace; its output
+				// goes to the operator's log, not the agent's.
+				mountPrivate += "\nenv " + strings.Join(e.vars, " ") + " " + sh + " start >&2"
+				cfg = configOn(t, rt, e.sock, 8, "public", "", 30)
+			} else {
+				cfg = configWith(t, rt, 8, "public", "", 30)
+			}
+			r := startRunPrivate(t, cfg, script, mountPrivate)
 			id := r.runID(t)
 			r.waitStdout(t, "started")
 			filler := filepath.Join(filepath.Dir(privateDir(r.cmd.Process.Pid, id)), "filler")
@@ -60,7 +76,22 @@ func TestFullDiskUnderPrivateRoot(t *testing.T) {
 			require.NoError(t, os.Remove(filler))
 			g.open(t, 2)
 			require.Equal(t, 0, r.wait(t, 2*time.Minute), r.stderr.String())
-			assertNothingLeftOn(t, rt, id, time.Now())
+			assertNothingLeft(t, id, time.Now())
+			if e != nil {
+				// The Engine keeps the run's mount namespace alive: nothing
+				// of the run may be left in it either.
+				assert.Empty(t, containers(t, e.sock, id), "containers of run %s left on the Engine", id)
+				assert.Empty(t, engineProcs(e.tag), "container processes left under the Engine's cgroup parent")
+				mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", e.pid(t)))
+				require.NoError(t, err)
+				for _, l := range strings.Split(string(mi), "\n") {
+					if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], id) {
+						t.Errorf("mount %s of run %s left in the Engine's namespace", f[4], id)
+					}
+				}
+				_, err = os.Lstat(privateDir(e.pid(t), id))
+				assert.ErrorIs(t, err, os.ErrNotExist, "the run's private root is left in the Engine's namespace")
+			}
 
 			out := r.stdout.String()
 			assertCanonical(t, out, "started", "full", "done")

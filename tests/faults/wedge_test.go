@@ -68,20 +68,57 @@ func (w *wedge) release(t *testing.T) {
 // next query fails closed (canonical error, typed in the audit) instead of
 // sharing the host with a sandbox that may still run. The run ends without
 // hanging and does not report success. Once the wedge is undone, the next
-// awf run's start-up sweep reclaims everything of the wedged run.
+// awf run's start-up sweep reclaims everything of the wedged run. On
+// direct, gvisor and docker (on a private Engine: its container's
+// processes are the ones wedged, and the sweep must also remove the
+// container).
 func TestWedgedRuntime(t *testing.T) {
-	for _, rt := range runtimes(t) {
+	for _, rt := range allRuntimes(t) {
 		t.Run(rt, func(t *testing.T) {
+			var e *engine
+			if rt == "docker" {
+				e = newEngine(t)
+				e.script(t, "start")
+			}
+			// config is a config of runtime r, on the private Engine for
+			// docker.
+			config := func(r string, timeout int) string {
+				if e != nil {
+					return configOn(t, r, e.sock, 8, "public", "", timeout)
+				}
+				return configWith(t, r, 8, "public", "", timeout)
+			}
 			var id string
 			forceReclaim(t, &id) // after the wedge's release below
 			w := newWedge(t)
 			script := "echo started\n" + queryLine(600) + queryLine(0) + "echo done\n"
-			r := startRun(t, configWith(t, rt, 8, "public", "", 5), agentScript(t, script))
+			r := startRun(t, config(rt, 5), agentScript(t, script))
 			id = r.runID(t)
 			r.waitStdout(t, "started")
-			waitSandbox(t, id)
+			// The wedged run keeps its root; until the wedge is undone no
+			// other package's awf run may sweep it (see holdRoot).
+			release := holdRoot(t, id)
+			var victims func() []string
+			if e != nil {
+				// The container's processes live under the Engine's cgroup
+				// parent, not in a cgroup named by the run: wait until its
+				// interpreter runs (a process frozen before its exec would
+				// wedge the Engine's start call instead, another case).
+				victims = func() []string { return engineProcs(e.tag) }
+				require.Eventually(t, func() bool {
+					for _, p := range victims() {
+						if strings.Contains(p, "python3") {
+							return true
+						}
+					}
+					return false
+				}, 2*time.Minute, 10*time.Millisecond, "no container process of run %s", id)
+			} else {
+				victims = func() []string { return sandboxProcs(id) }
+				waitSandbox(t, id)
+			}
 			var held []string
-			for _, p := range sandboxProcs(id) {
+			for _, p := range victims() {
 				pid, err := strconv.Atoi(strings.Fields(p)[0])
 				require.NoError(t, err)
 				if err := os.WriteFile(filepath.Join(w.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err == nil {
@@ -112,10 +149,21 @@ func TestWedgedRuntime(t *testing.T) {
 			assert.NotEqual(t, "invocation", why[1], "the runtime went on after a sandbox it could not reclaim")
 
 			w.release(t)
-			next := startRun(t, writeConfig(t, "direct", 0), agentScript(t, "echo started\n"))
+			release()
+			nextRT := "direct"
+			if e != nil {
+				nextRT = "docker"
+			}
+			next := startRun(t, config(nextRT, 30), agentScript(t, "echo started\n"))
 			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
 			assertNothingLeft(t, id, time.Now())
-			assertNothingLeft(t, next.runIDAfter(t), time.Now())
+			nid := next.runIDAfter(t)
+			assertNothingLeft(t, nid, time.Now())
+			if e != nil {
+				assert.Empty(t, containers(t, e.sock, id), "containers of the wedged run %s left on the Engine", id)
+				assert.Empty(t, containers(t, e.sock, nid))
+				assert.Empty(t, engineProcs(e.tag), "container processes left under the Engine's cgroup parent")
+			}
 		})
 	}
 }
