@@ -242,6 +242,15 @@ func writeFile(dir, name string, v int64) error {
 	return nil
 }
 
+// memoryDir is the cgroup's directory in the memory hierarchy (the only
+// one on cgroup v2).
+func (c *cgroup) memoryDir() string {
+	if c.v2 {
+		return filepath.Join(cgroupRoot, c.rel)
+	}
+	return filepath.Join(cgroupRoot, "memory", c.rel)
+}
+
 // events reports whether the OOM killer fired and whether the pids limit
 // refused a fork in this cgroup.
 func (c *cgroup) events() (oom, pids bool) {

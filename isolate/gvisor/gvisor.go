@@ -113,9 +113,18 @@ func (r *Runtime) Name() string { return Name }
 // Usable returns nil until a sandbox could not be reclaimed.
 func (r *Runtime) Usable() error { return r.books.Usable() }
 
-// Run prepares a sandbox, runs the job and destroys the sandbox.
+// Run prepares a sandbox, runs the job and destroys the sandbox. Its
+// sandbox is not booted ahead: Exec starts it with the job, a default-argv
+// job through the same bootstrap as a prepared sandbox's, handed its
+// script without waiting for the bootstrap to be ready for it.
 func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
-	return isolate.RunWithSandbox(ctx, r, s)
+	return isolate.RunIn(ctx, r, func(ctx context.Context) (isolate.Sandbox, error) {
+		sb, err := r.prepareTemplate(ctx, s.Template)
+		if err != nil {
+			return nil, err
+		}
+		return sb, nil
+	}, s.Job)
 }
 
 // Prepare builds a sandbox from t: the host workspace (with the private
@@ -129,7 +138,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err != nil {
 		return nil, err
 	}
-	if err := sb.boot(ctx); err != nil {
+	if err := sb.boot(ctx, true); err != nil {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, derr)
 		}

@@ -36,13 +36,12 @@ func (s *sandbox) waitReady(ctx context.Context, pipeIno uint64) error {
 	s.mu.Lock()
 	runscPid, exitc := s.cmd.Process.Pid, s.exitc
 	s.mu.Unlock()
-	pipe := fmt.Sprintf("pipe:[%d]", pipeIno)
+	w := &pipeWatch{cgroup: s.cg.memoryDir(), runscPid: runscPid, pipe: fmt.Sprintf("pipe:[%d]", pipeIno)}
 	tick := time.NewTicker(bootPoll)
 	defer tick.Stop()
 	for {
-		ok, err := s.bootstrapWaits(runscPid, pipe)
-		if ok || err != nil {
-			return err
+		if w.waits() {
+			return nil
 		}
 		select {
 		case <-exitc:
@@ -54,35 +53,79 @@ func (s *sandbox) waitReady(ctx context.Context, pipeIno uint64) error {
 	}
 }
 
-// bootstrapWaits reports whether a process of the sandbox's cgroup, other
-// than runscPid, has an epoll descriptor that watches its descriptor for
-// pipe.
-func (s *sandbox) bootstrapWaits(runscPid int, pipe string) (bool, error) {
-	for _, d := range s.cg.dirs {
-		pids, err := cgroupProcs(d)
+// rescanEvery is how many polls reuse one listing of the watched
+// process's descriptors before it is listed again (its epoll set may be
+// made after the first listing).
+const rescanEvery = 16
+
+// pipeWatch finds the process of the sandbox's memory cgroup (runsc joins
+// the sandbox to every hierarchy; memory is one it must) that holds the pipe, and looks whether one of
+// its epoll descriptors watches it. It keeps what it found between polls,
+// so that a poll reads one or two small files, not every descriptor.
+type pipeWatch struct {
+	cgroup   string
+	runscPid int
+	pipe     string
+
+	pid   int             // the process that holds the pipe, 0 until found
+	holds map[string]bool // its descriptors for the pipe
+	polls []string        // its epoll descriptors
+	polln int
+}
+
+// waits reports whether the pipe is in an epoll set of the process that
+// holds it.
+func (w *pipeWatch) waits() bool {
+	if w.pid == 0 || w.polln%rescanEvery == 0 {
+		w.find()
+	}
+	w.polln++
+	if w.pid == 0 {
+		return false
+	}
+	for _, p := range w.polls {
+		watched, err := epollTargets(filepath.Join("/proc", strconv.Itoa(w.pid), "fdinfo", p))
 		if err != nil {
-			return false, err
+			continue
 		}
-		for _, pid := range pids {
-			if pid != runscPid && epollWatches(pid, pipe) {
-				return true, nil
+		for _, fd := range watched {
+			if w.holds[fd] {
+				return true
 			}
 		}
 	}
-	return false, nil
+	return false
 }
 
-// epollWatches reports whether process pid has an epoll descriptor whose
-// interest list holds a descriptor of pid that is pipe. Errors (the
-// process is gone, or not ours to read) are a no.
-func epollWatches(pid int, pipe string) bool {
+// find lists the descriptors of the cgroup's processes (or, once found, of
+// the one that holds the pipe).
+func (w *pipeWatch) find() {
+	pids := []int{w.pid}
+	if w.pid == 0 {
+		pids, _ = cgroupProcs(w.cgroup)
+	}
+	w.pid, w.holds, w.polls = 0, nil, nil
+	for _, pid := range pids {
+		if pid == w.runscPid {
+			continue
+		}
+		holds, polls := descriptors(pid, w.pipe)
+		if len(holds) > 0 {
+			w.pid, w.holds, w.polls = pid, holds, polls
+			return
+		}
+	}
+}
+
+// descriptors lists process pid's descriptors for pipe and its epoll
+// descriptors. A process that is gone, or not ours to read, has none.
+func descriptors(pid int, pipe string) (holds map[string]bool, polls []string) {
 	fdDir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 	ents, err := os.ReadDir(fdDir)
 	if err != nil {
-		return false
+		return nil, nil
 	}
-	holds := map[string]bool{}
-	var polls []string
+	holds = map[string]bool{}
 	for _, e := range ents {
 		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
 		switch {
@@ -93,21 +136,7 @@ func epollWatches(pid int, pipe string) bool {
 			polls = append(polls, e.Name())
 		}
 	}
-	if len(holds) == 0 {
-		return false
-	}
-	for _, p := range polls {
-		watched, err := epollTargets(filepath.Join("/proc", strconv.Itoa(pid), "fdinfo", p))
-		if err != nil {
-			continue
-		}
-		for _, fd := range watched {
-			if holds[fd] {
-				return true
-			}
-		}
-	}
-	return false
+	return holds, polls
 }
 
 // epollTargets lists the descriptors an epoll descriptor's fdinfo file

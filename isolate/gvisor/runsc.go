@@ -3,6 +3,7 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,8 +100,26 @@ func reclaimContainer(ctx context.Context, runsc, stateRoot, id string) error {
 	}
 	root := "--root=" + stateRoot
 	_, _ = runscCommand(ctx, runsc, 3*time.Second, root, "kill", "--all", id, "KILL")
-	if _, err := runscCommand(ctx, runsc, 5*time.Second, root, "delete", "--force", id); err != nil && hasContainerState(stateRoot) {
-		return err
+	_, err := runscCommand(ctx, runsc, 5*time.Second, root, "delete", "--force", id)
+	if err == nil || !hasContainerState(stateRoot) {
+		return nil
+	}
+	// The container's own `runsc run`, when it still lives (a sweep of a
+	// runtime whose process did not die), tears the container down once
+	// the kill reached it, and may have waited for the lock the delete
+	// held: give it the time to finish, then delete once more.
+	for range 20 {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		if !hasContainerState(stateRoot) {
+			return nil
+		}
+	}
+	if _, err2 := runscCommand(ctx, runsc, 5*time.Second, root, "delete", "--force", id); err2 != nil && hasContainerState(stateRoot) {
+		return errors.Join(err, err2)
 	}
 	return nil
 }

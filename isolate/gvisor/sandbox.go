@@ -91,7 +91,9 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 // default-argv job still runs through the bootstrap, booted here.
 func (s *sandbox) execCold(ctx context.Context, t0 time.Time, job isolate.Job, argv []string) isolate.Outcome {
 	if s.enc == nil && isolate.IsDefaultArgv(argv) {
-		if err := s.boot(ctx); err != nil {
+		// The script goes into the pipe at once: the bootstrap reads it
+		// once its modules are loaded.
+		if err := s.boot(ctx, false); err != nil {
 			return isolate.Err(isolate.KindLaunchFailed, "%v", err)
 		}
 		if err := s.handOver(job, t0); err != nil {
@@ -196,10 +198,10 @@ func (s *sandbox) finish(ctx context.Context, t0 time.Time) isolate.Outcome {
 }
 
 // boot starts the sandbox for a default-argv job (isolate.IsDefaultArgv):
-// runsc runs the bootstrap, which waits on a pipe for the script, and boot
-// returns once it waits (see waitReady), so that nothing of the sandbox
-// still runs when Prepare returns.
-func (s *sandbox) boot(ctx context.Context) error {
+// runsc runs the bootstrap, which waits on a pipe for the script. With
+// wait, boot returns once it waits (see waitReady), so that nothing of a
+// prepared sandbox still runs when Prepare returns.
+func (s *sandbox) boot(ctx context.Context, wait bool) error {
 	rd, wr, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("gvisor: script pipe: %w", err)
@@ -214,7 +216,7 @@ func (s *sandbox) boot(ctx context.Context) error {
 	// runsc passes the job only its stdio, so the bootstrap reads fd 0.
 	err = s.start(isolate.BootstrapArgv(0), "sandbox-"+s.ws.Journal.SandboxID, rd)
 	rd.Close()
-	if err == nil {
+	if err == nil && wait {
 		err = s.waitReady(ctx, st.Sys().(*syscall.Stat_t).Ino)
 	}
 	if err != nil {
