@@ -3,7 +3,10 @@ package direct_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +32,8 @@ func TestPreparedAheadLooksCold(t *testing.T) {
 	sb, err := e.rt.Prepare(ctx, tpl)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
-	// Long enough for the bootstrap to have loaded everything and to wait.
+	// The interpreter has loaded everything and waits; then it waits more.
+	waitBootstrapBlocked(t, e.runID)
 	time.Sleep(time.Second)
 	warm := sb.Exec(ctx, isolate.Job{InvocationID: "warm", Script: script})
 	require.NoError(t, sb.Destroy(ctx))
@@ -78,6 +82,7 @@ func TestIdlePreparedSandboxOutlivesWall(t *testing.T) {
 	}{{okScript, isolate.KindOK}, {"import time\ntime.sleep(30)\n", isolate.KindTimeout}} {
 		sb, err := e.rt.Prepare(ctx, tpl)
 		require.NoError(t, err)
+		waitBootstrapBlocked(t, e.runID)
 		time.Sleep(2 * tpl.Limits.Wall)
 		o := sb.Exec(ctx, isolate.Job{InvocationID: "idle", Script: []byte(c.script)})
 		require.NoError(t, sb.Destroy(ctx))
@@ -100,4 +105,37 @@ func TestPreparedScriptErrorsLookCold(t *testing.T) {
 	o = e.run(t, tpl, "raise SystemExit(7)\n")
 	assert.Equal(t, 7, o.ExitCode)
 	assert.Empty(t, o.Stderr)
+}
+
+// waitBootstrapBlocked waits until the one process of the run's sandboxes
+// is blocked reading isolate.BootstrapFD (from /proc/PID/syscall: read is
+// system call 0 on x86_64, 63 on arm64), that is, until the prepared
+// interpreter has loaded its modules and waits for a script.
+func waitBootstrapBlocked(t testing.TB, runID string) {
+	t.Helper()
+	want := fmt.Sprintf("0x%x", isolate.BootstrapFD)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		procs := 0
+		ents, err := os.ReadDir("/proc")
+		require.NoError(t, err)
+		for _, ent := range ents {
+			if ent.Name()[0] < '0' || ent.Name()[0] > '9' {
+				continue
+			}
+			cg, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
+			if err != nil || !strings.Contains(string(cg), "awf-"+runID+"-") {
+				continue
+			}
+			procs++
+			sc, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "syscall"))
+			if f := strings.Fields(string(sc)); err == nil && len(f) > 1 && (f[0] == "0" || f[0] == "63") && f[1] == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process of run %s blocked reading fd %d after 30 s (%d in its cgroups)", runID, isolate.BootstrapFD, procs)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
