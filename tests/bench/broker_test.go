@@ -55,6 +55,13 @@ func (s *suite) measureStartup() Startup {
 	return st
 }
 
+// The gaps between the broker row's queries: one long enough for the
+// pool's refill and its bucket, and one an eager agent might leave.
+const (
+	thinkTime  = 1500 * time.Millisecond
+	backToBack = 50 * time.Millisecond
+)
+
 // brokerSeeds is how many seeds the broker serves.
 const brokerSeeds = 10
 
@@ -175,9 +182,11 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 	}
 	time.Sleep(2 * time.Second) // let the pool fill
 	b.RSSReadyMiB, _ = rssMiB(pid)
-	var walls []time.Duration
+	var walls, b2b []time.Duration
 	schema := `{"type":"boolean"}`
-	for i := 0; i < s.p.brokerN; i++ {
+	// The first n queries leave the refill time to finish (it holds the
+	// lane until its own bucket); the last n/2 come back to back.
+	for i := 0; i < s.p.brokerN+s.p.brokerN/2; i++ {
 		q := exec.Command(filepath.Join(s.env.BinDir, "bounded-query"), "--repo", "bench/r"+mid.id, "--schema", schema)
 		q.Dir = "/"
 		q.Env = []string{"PATH=/usr/bin:/bin", "AWF_BOUNDED_QUERY_SOCKET=" + socket}
@@ -190,10 +199,13 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 			b.Blocked = fmt.Sprintf("query %d: %v: %q", i, err, out)
 			return b
 		}
-		walls = append(walls, d)
-		// Let the pool refill after the response, as an agent's think
-		// time would.
-		time.Sleep(300 * time.Millisecond)
+		if i < s.p.brokerN {
+			walls = append(walls, d)
+			time.Sleep(thinkTime)
+		} else {
+			b2b = append(b2b, d)
+			time.Sleep(backToBack)
+		}
 	}
 	b.RSSEndMiB, b.RSSPeakMiB = rssMiB(pid)
 	stop()
@@ -215,7 +227,8 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 		b.Blocked = err.Error()
 		return b
 	}
-	b.Processing, b.Wall, b.Buckets = Summarise(procs), Summarise(walls), buckets
+	b.Processing, b.Wall, b.WallBackToBack, b.Buckets = Summarise(procs), Summarise(walls), Summarise(b2b), buckets
+	b.ThinkMS, b.BackToBackMS = thinkTime.Milliseconds(), backToBack.Milliseconds()
 	logf("bench: broker: processing median %.0f ms, wall at the agent %.1f ms, RSS peak %.1f MiB", b.Processing.MedianMS, b.Wall.MedianMS, b.RSSPeakMiB)
 	return b
 }

@@ -119,11 +119,17 @@ type Broker struct {
 	RSSPeakMiB  float64 `json:"rssPeakMiB"`
 	// Processing is the broker's own timing (audit elapsedMs), Wall the
 	// bounded-query process's wall time at the agent.
-	Processing Stats          `json:"processing"`
-	Wall       Stats          `json:"wall"`
-	Buckets    map[string]int `json:"buckets,omitempty"`
-	Repo       string         `json:"repo"`
-	Workload   string         `json:"workload"`
+	Processing Stats `json:"processing"`
+	Wall       Stats `json:"wall"`
+	// WallBackToBack is the wall time of queries asked BackToBackMS
+	// after the previous answer (Wall: ThinkMS after it); a query that
+	// arrives during the pool's refill waits for the refill's bucket.
+	WallBackToBack Stats          `json:"wallBackToBack"`
+	ThinkMS        int64          `json:"thinkMs"`
+	BackToBackMS   int64          `json:"backToBackMs"`
+	Buckets        map[string]int `json:"buckets,omitempty"`
+	Repo           string         `json:"repo"`
+	Workload       string         `json:"workload"`
 }
 
 // Startup is the bounded-query client's start-up, next to /bin/true.
@@ -332,8 +338,11 @@ func (r *Report) Markdown() string {
 	} else {
 		p("`awf broker` in the foreground (%s); the agent user runs `bounded-query` against its socket, %s workload on the %s-file repository.\n\n", b.Config, b.Workload, b.Repo)
 		p("| what | median | p95 | n |\n|---|---|---|---|\n")
-		p("| processing (the broker's audit `elapsedMs`, whole ms) | %.0f ms | %.0f ms | %d |\n", b.Processing.MedianMS, b.Processing.P95MS, b.Processing.N)
-		p("| wall at the agent (the `bounded-query` process) | %.1f ms | %.1f ms | %d |\n", b.Wall.MedianMS, b.Wall.P95MS, b.Wall.N)
+		p("| processing (the broker's audit `elapsedMs`, whole ms), every query | %.0f ms | %.0f ms | %d |\n", b.Processing.MedianMS, b.Processing.P95MS, b.Processing.N)
+		p("| wall at the agent (the `bounded-query` process), %d ms after the previous answer | %.1f ms | %.1f ms | %d |\n", b.ThinkMS, b.Wall.MedianMS, b.Wall.P95MS, b.Wall.N)
+		if b.WallBackToBack.N > 0 {
+			p("| wall at the agent, %d ms after the previous answer (it can queue behind the pool's refill, which holds the lane until its own bucket) | %.1f ms | %.1f ms | %d |\n", b.BackToBackMS, b.WallBackToBack.MedianMS, b.WallBackToBack.P95MS, b.WallBackToBack.N)
+		}
 		p("\nBuckets observed: %s. Broker process RSS: %.1f MiB when ready, %.1f MiB at the end, peak (VmHWM) %.1f MiB.\n", bucketText(b.Buckets), b.RSSReadyMiB, b.RSSEndMiB, b.RSSPeakMiB)
 	}
 	s := r.Startup

@@ -53,7 +53,7 @@ func suiteParams() params {
 			nMin: 1, nMax: 3, nTarget: 3, budget: 0, brokerN: 3, startN: 10}
 	}
 	return params{repos: []repoSpec{{RepoSmall, 10}, {RepoMid, 10000}, {RepoLarge, 100000}},
-		nMin: 3, nMax: 25, nTarget: 40, budget: 5 * time.Second, brokerN: 20, startN: 40}
+		nMin: 5, nMax: 40, nTarget: 60, budget: 12 * time.Second, brokerN: 20, startN: 60}
 }
 
 // sample is one measured run.
@@ -135,7 +135,7 @@ func runSuite() int {
 	s.note("Runtime rows run with the default limits except a 1 GiB repository tmpfs (the gvisor and docker runtimes copy the whole tree into it per invocation; 100k files take 400 MB of pages), no CPU pinning, the default seccomp policy and the project's rootfs. The broker row runs as `awf broker` does (sandboxes pinned to the last CPU).")
 	s.note("`bwrap` binds the repository read-only (awf gives a private writable overlay) and sets up no cgroup and no seccomp filter: it is a floor, not an equal.")
 	s.note("`reference` reproduces the reference's per-query path with public tools: the image is the project's rootfs imported with `docker import` (the reference uses python:3.12-alpine), `--pull never` on that local image, Docker's default seccomp profile in place of the reference's own; every other flag is the reference's. Its in-container entry point copies the seed again into `/query` (`shutil.copytree`) and runs the script with `runpy`, as its `run-query` does.")
-	s.note("A row whose first run cost over 2 s (a warm row's refill included) keeps that run as a sample and takes at most one more (none over 8 s); on the 100k-file repository a row whose 10k-file run cost over 2 s is not run. Other rows take between %d and %d samples (%d in the trivial 10k-file cell the targets read), as many as fit %v per row and cell after one untimed run.", s.p.nMin, s.p.nMax, max(s.p.nMax, s.p.nTarget), s.p.budget)
+	s.note("Each row takes as many samples as its first run's cost (a warm row's refill included) fits in %v per cell (twice that, up to %d, in the trivial 10k-file cell the targets read), between %d and %d; a first run that cost over 2 s is kept as a sample and the row may take as few as 2 (1 over 8 s); other first runs are untimed. On the 100k-file repository, the git-log and tree-walk cells skip a row whose 10k-file run cost over 2 s.", s.p.budget, max(s.p.nMax, s.p.nTarget), s.p.nMin, s.p.nMax)
 	s.openRuntimes()
 	s.importReference()
 	rows := s.rows()
@@ -305,7 +305,7 @@ func (s *suite) measureCell(rows []rowDef, r *benchRepo, w Workload) []Cell {
 			st[i].fail = row.blocked
 			continue
 		}
-		if d, ok := s.perSample[row.ID+"/"+w.ID+"/"+RepoMid]; ok && r.id == RepoLarge && d > skipAbove {
+		if d, ok := s.perSample[row.ID+"/"+w.ID+"/"+RepoMid]; ok && r.id == RepoLarge && w.ID != WorkTrivial && d > skipAbove {
 			st[i].fail = fmt.Sprintf("not run: a sample cost %.1f s on the 10k-file repository; ten times that does not fit the run's time", d.Seconds())
 			continue
 		}
@@ -329,20 +329,24 @@ func (s *suite) measureCell(rows []rowDef, r *benchRepo, w Workload) []Cell {
 			continue
 		}
 		st[i].cost = cost
-		n := nMax
-		if s.p.budget > 0 {
-			n = int(s.p.budget / cost)
+		budget, nMin := s.p.budget, s.p.nMin
+		if nMax > s.p.nMax {
+			budget *= 2 // the cell the targets read
 		}
-		n = min(max(n, s.p.nMin), nMax)
 		if cost > 2*time.Second {
 			// A slow row's caches are no warmer after one run: keep
-			// the sample, and take one more only when it is cheap.
-			n = 2
+			// the sample, and take fewer.
+			nMin = 2
 			if cost > 8*time.Second {
-				n = 1
+				nMin = 1
 			}
 			st[i].procs, st[i].walls = append(st[i].procs, sm.proc), append(st[i].walls, sm.wall)
 		}
+		n := nMax
+		if budget > 0 {
+			n = int(budget / cost)
+		}
+		n = min(max(n, nMin), nMax)
 		st[i].want = n
 	}
 	// Each round starts one row later, so that no row always runs right
