@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
 )
@@ -138,4 +140,40 @@ func waitBootstrapBlocked(t testing.TB, runID string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestLargeScriptHandedOver: a script larger than a pipe's buffer reaches
+// the waiting interpreter whole.
+func TestLargeScriptHandedOver(t *testing.T) {
+	e := newEnv(t)
+	pad := strings.Repeat("# "+strings.Repeat("x", 98)+"\n", 9000) // 900 kB
+	script := pad + "import json\njson.dump({'len': len(open(__file__).read())}, open('/query/out', 'w'))\n"
+	o := e.run(t, e.template(t, ""), script)
+	require.Equal(t, isolate.KindOK, o.Kind, "%s: %s", o.Detail, o.Stderr)
+	assert.Equal(t, fmt.Sprintf(`{"len": %d}`, len(script)), string(o.Output))
+}
+
+// TestIdleInterpreterKilled: a prepared interpreter that ended while it
+// waited is a launch failure, never a run of the script elsewhere, and the
+// sandbox is still reclaimed.
+func TestIdleInterpreterKilled(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := e.rt.Prepare(ctx, e.template(t, ""))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
+	waitBootstrapBlocked(t, e.runID)
+	procs := leftoverProcs(t, e.runID)
+	require.Len(t, procs, 1, "one interpreter waits")
+	pid, err := strconv.Atoi(strings.Fields(procs[0])[0])
+	require.NoError(t, err)
+	require.NoError(t, unix.Kill(pid, unix.SIGKILL))
+	for len(leftoverProcs(t, e.runID)) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	o := sb.Exec(ctx, isolate.Job{InvocationID: "late", Script: []byte(okScript)})
+	assert.Equal(t, isolate.KindLaunchFailed, o.Kind, o.Detail)
+	require.NoError(t, sb.Destroy(ctx))
+	e.assertIdle(t)
 }
