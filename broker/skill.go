@@ -50,10 +50,8 @@ func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
 // script contract with the sandbox's facts, and a worked example. It never
 // shows a remaining balance.
 func SkillWith(repos []SkillRepo, timeoutSeconds, maxInvocations int, f SandboxFacts) string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("---\nname: bounded-query\ndescription: Ask a narrow, finite question about a private repository you cannot read. Use only when the answer fits a small schema and the repository's budget affords it.\n---\n\n")
-	w("# Bounded query\n\n")
+	b, w := newSkill("bounded-query", "Bounded query",
+		"Ask a narrow, finite question about a private repository you cannot read. Use only when the answer fits a small schema and the repository's budget affords it.")
 	w("`bounded-query` runs a short Python 3 script you write against a fresh, private, writable copy of one\n")
 	w("repository, in a sandbox with no network, no credentials and no view of the host or your workspace. You\n")
 	w("see only one canonical JSON line: `{\"status\":\"ok\",\"result\":<value>}` or `{\"status\":\"error\"}`.\n")
@@ -118,6 +116,15 @@ func exampleRepo(repos []SkillRepo) string {
 
 // The skills' shared parts: each fact the three skills state alike is
 // written once here.
+
+// newSkill starts a SKILL.md: its front matter (name, description) and
+// its title. w appends formatted text to b.
+func newSkill(name, title, description string) (b *strings.Builder, w func(string, ...any)) {
+	b = &strings.Builder{}
+	w = func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("---\nname: %s\ndescription: %s\n---\n\n# %s\n\n", name, description, title)
+	return b, w
+}
 
 // skillRepos writes the available repositories, each with its initial run
 // budget; zeroBits is what a 0-bit repository's job never does.

@@ -1,9 +1,6 @@
 package broker
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/awf-project/awf/proto"
 )
 
@@ -19,10 +16,8 @@ type AgentSkillOptions struct {
 // and a worked example. It never shows a remaining balance, and it names
 // no model, provider, endpoint or runtime: the caller can choose none.
 func AgentSkill(repos []SkillRepo, o AgentSkillOptions) string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("---\nname: bounded-agent\ndescription: Hand a narrow judgment question about a private repository you cannot read to a fixed model loop that can. Use only when no deterministic bounded-query script can answer it, the answer fits a small schema, and the repository's budget affords it.\n---\n\n")
-	w("# Bounded agent\n\n")
+	b, w := newSkill("bounded-agent", "Bounded agent",
+		"Hand a narrow judgment question about a private repository you cannot read to a fixed model loop that can. Use only when no deterministic bounded-query script can answer it, the answer fits a small schema, and the repository's budget affords it.")
 	w("`bounded-agent` gives your task text to a fixed awf model loop that runs in a fresh, single-use enclave with a\n")
 	w("read-only view of one repository and three read-only tools (list files, read a file, search). The enclave's\n")
 	w("only network peer is awf's API proxy; it has no shell, no credentials and no view of the host or your\n")

@@ -1,9 +1,6 @@
 package broker
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/awf-project/awf/proto"
 )
 
@@ -12,10 +9,8 @@ import (
 // invocation cap. It is guidance for the agent, not a security boundary:
 // the broker enforces every rule it states.
 func ProbeSkill(repos []string, timeoutSeconds, maxInvocations int) string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("---\nname: sealed_probe\ndescription: Ask a three-way question about a private repository you cannot read, by running a short Python script against a sealed copy of it. Use only when the answer is one of three outcomes you name.\n---\n\n")
-	w("# Sealed probe\n\n")
+	b, w := newSkill("sealed_probe", "Sealed probe",
+		"Ask a three-way question about a private repository you cannot read, by running a short Python script against a sealed copy of it. Use only when the answer is one of three outcomes you name.")
 	w("`sealed-probe` runs a short Python 3 script you write against a fresh, private, writable copy of one\n")
 	w("repository, in a sandbox with no network, no credentials and no view of the host or your workspace.\n")
 	w("You name exactly three outcomes; you see exactly one line: `{\"result\":\"<one of them>\"}` or\n")
