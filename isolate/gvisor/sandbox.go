@@ -81,8 +81,8 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	case !isolate.IsDefaultArgv(argv):
 		return s.execOther(ctx, t0, job, argv)
 	}
-	if err := s.handOver(job, t0); err != nil {
-		return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
+	if err := s.handOver(ctx, job, t0); err != nil {
+		return handOverFailed(err)
 	}
 	return s.finish(ctx, t0)
 }
@@ -96,8 +96,8 @@ func (s *sandbox) execCold(ctx context.Context, t0 time.Time, job isolate.Job, a
 		if err := s.boot(ctx, false); err != nil {
 			return isolate.Err(isolate.KindLaunchFailed, "%v", err)
 		}
-		if err := s.handOver(job, t0); err != nil {
-			return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
+		if err := s.handOver(ctx, job, t0); err != nil {
+			return handOverFailed(err)
 		}
 		return s.finish(ctx, t0)
 	}
@@ -141,7 +141,7 @@ func (s *sandbox) execOther(ctx context.Context, t0 time.Time, job isolate.Job, 
 // handOver places the script read-only at isolate.ScriptPath, records the
 // invocation and hands the same bytes to the waiting bootstrap, within the
 // wall-clock deadline that started at t0.
-func (s *sandbox) handOver(job isolate.Job, t0 time.Time) error {
+func (s *sandbox) handOver(ctx context.Context, job isolate.Job, t0 time.Time) error {
 	select {
 	case <-s.exitc:
 		return fmt.Errorf("the prepared sandbox exited before its job: %s", s.exitReason())
@@ -153,13 +153,28 @@ func (s *sandbox) handOver(job isolate.Job, t0 time.Time) error {
 	if err := s.ws.WriteScript(job.Script); err != nil {
 		return err
 	}
-	_ = s.script.SetWriteDeadline(t0.Add(s.t.Limits.Wall))
+	// The write waits only while a script larger than the pipe meets a
+	// bootstrap that has not read yet (a cold run's, still booting).
+	dl := t0.Add(s.t.Limits.Wall)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	_ = s.script.SetWriteDeadline(dl)
 	werr := isolate.HandScript(s.script, job.Script)
 	cerr := s.script.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return fmt.Errorf("%w: %s", err, s.exitReason())
 	}
 	return nil
+}
+
+// handOverFailed is the outcome of a hand-over that failed: a timeout when
+// the deadline ended it, else a launch failure.
+func handOverFailed(err error) isolate.Outcome {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return isolate.Err(isolate.KindTimeout, "gvisor: the deadline passed before the bootstrap took its script: %v", err)
+	}
+	return isolate.Err(isolate.KindLaunchFailed, "gvisor: %v", err)
 }
 
 // exitReason says what runsc logged, for a launch that failed.
