@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,7 +59,7 @@ func agentConfig(t *testing.T, queries bool, proxy bool, ba map[string]any) stri
 	doc := map[string]any{"agent": map[string]any{"user": agentUser}}
 	if queries {
 		doc["boundedQueries"] = map[string]any{"enabled": true, "privateRepos": []repo{local("o/q", "internal")},
-			"rootfs": map[string]any{"path": rootfsDir, "digest": rootfsHash}}
+			"rootfs": sharedRootFS()}
 	}
 	if proxy {
 		doc["apiProxy"] = map[string]any{"targets": map[string]any{"openai": map[string]any{"baseUrl": "http://127.0.0.1:9"}}}
@@ -68,11 +67,7 @@ func agentConfig(t *testing.T, queries bool, proxy bool, ba map[string]any) stri
 	if ba != nil {
 		doc["boundedAgents"] = ba
 	}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return writeDoc(t, doc)
 }
 
 func agentBlock(extra map[string]any) map[string]any {
@@ -91,14 +86,8 @@ func TestBoundedAgentConfigValidate(t *testing.T) {
 		}
 		cmd := exec.Command(awfBin, append(args, path)...)
 		cmd.Env = append(os.Environ(), "SUDO_UID=65534", "SUDO_GID=65534")
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, o.String() + e.String()
+		r := runCmd(t, cmd)
+		return r.code, r.stdout + r.stderr
 	}
 	cases := []struct {
 		name         string
@@ -208,15 +197,11 @@ func agentRunConfig(t *testing.T, fake *fakeprovider.Server, sensitivity string,
 	doc := map[string]any{
 		"agent": map[string]any{"user": agentUser},
 		"boundedQueries": map[string]any{"enabled": true, "privateRepos": []repo{local("o/q", "internal")},
-			"rootfs": map[string]any{"path": rootfsDir, "digest": rootfsHash}},
+			"rootfs": sharedRootFS()},
 		"apiProxy":      map[string]any{"targets": map[string]any{"openai": map[string]any{"baseUrl": fake.URL(), "model": "gpt-4o-mini"}}},
 		"boundedAgents": ba,
 	}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return writeDoc(t, doc)
 }
 
 // agentAsk is an agent script that asks each (schema, task) in turn and

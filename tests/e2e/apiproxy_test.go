@@ -3,7 +3,6 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +36,7 @@ func apiProxyConfig(t *testing.T, fake *fakeprovider.Server, network string) str
 	t.Helper()
 	doc := map[string]any{
 		"boundedQueries": bq{Enabled: true, PrivateRepos: []repo{local("acme/api", "internal")},
-			RootFS: map[string]any{"path": rootfsDir, "digest": rootfsHash}},
+			RootFS: sharedRootFS()},
 		// Allowing the key variables changes nothing: with apiProxy they
 		// are scrubbed whatever agent.env.allow says.
 		"agent": map[string]any{"user": agentUser, "network": network,
@@ -51,11 +50,7 @@ func apiProxyConfig(t *testing.T, fake *fakeprovider.Server, network string) str
 			"maxModelTokens":   256,
 		},
 	}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return writeDoc(t, doc)
 }
 
 // apiProxyAgent is the agent: it uses only the SDK-style variables it was
@@ -106,26 +101,11 @@ case "$y" in *max_model_requests_exceeded*) echo "FOURTH_TYPE exhausted";; *) ec
 // apiProxyRecords reads the archived api-proxy.jsonl named in awf's stderr.
 func apiProxyRecords(t *testing.T, stderr string) []map[string]any {
 	t.Helper()
-	const marker = "audit log kept in "
-	i := strings.LastIndex(stderr, marker)
-	require.GreaterOrEqual(t, i, 0, "no audit archive in:\n%s", stderr)
-	dir := strings.TrimSpace(strings.SplitN(stderr[i+len(marker):], "\n", 2)[0])
-	p := filepath.Join(dir, "api-proxy.jsonl")
-	fi, err := os.Stat(p)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	raw, err := os.ReadFile(p)
-	require.NoError(t, err)
+	raw := archivedLog(t, stderr, "api-proxy.jsonl")
 	for _, k := range []string{e2eOpenAIKey, e2eAnthropicKey, "awf-cap-", `"hi"`} {
 		assert.NotContains(t, string(raw), k, "the proxy log holds metadata only")
 	}
-	var recs []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-		recs = append(recs, r)
-	}
-	return recs
+	return jsonLines(t, raw)
 }
 
 func TestAPIProxyPrimaryAgent(t *testing.T) {

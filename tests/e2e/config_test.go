@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,14 +26,8 @@ func TestConfigCommands(t *testing.T) {
 		// agent user from sudo.
 		cmd.Env = append(os.Environ(), "GH_TOKEN=e2e-not-a-token", "SUDO_UID=65534", "SUDO_GID=65534")
 		cmd.Stdin = strings.NewReader(doc)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, o.String(), e.String()
+		r := runCmd(t, cmd)
+		return r.code, r.stdout, r.stderr
 	}
 	code, o, _ := validate(`{"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/r","sensitivity":"confidential"}],"runtime":"gvisor"}}`)
 	assert.Equal(t, 0, code)

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // The containment tests run the real awf run and check, from inside the
@@ -29,42 +29,11 @@ import (
 // writeAgentConfig is writeConfig with extra keys in the agent block.
 func writeAgentConfig(t *testing.T, b bq, agent map[string]any) string {
 	t.Helper()
-	b.Enabled = true
-	if b.RootFS == nil {
-		b.RootFS = map[string]any{"path": rootfsDir, "digest": rootfsHash}
-	}
 	a := map[string]any{"user": agentUser}
 	for k, v := range agent {
 		a[k] = v
 	}
-	raw, err := json.Marshal(map[string]any{"boundedQueries": b, "agent": a})
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
-}
-
-// awfRunIn is awfRun from the working directory dir.
-func awfRunIn(t *testing.T, dir, cfg, script string, extraEnv ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
-	cmd.Dir = dir
-	cmd.Env = append(baseEnv(), extraEnv...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	removeArchive(t, errb.String())
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return writeDoc(t, map[string]any{"boundedQueries": enabled(b), "agent": a})
 }
 
 // agentIDs returns the uid and gid of the shared agent user.
@@ -263,7 +232,7 @@ func TestPersistedCredentialPreflight(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(work) })
 	require.NoError(t, os.Chmod(work, 0o755))
-	require.NoError(t, makeRepo(work, map[string]string{"README.md": "x\n"}))
+	require.NoError(t, fixture.MakeRepo(work, "e2e", map[string]string{"README.md": "x\n"}))
 	cmd := exec.Command("git", "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX2UyZQ==")
 	cmd.Dir = work
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1"}

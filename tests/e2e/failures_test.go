@@ -12,16 +12,7 @@ const errLine = `{"status":"error"}`
 
 // q is the agent-side helper: it runs the real CLI, then prints
 // "NAME rc=<status> stderr=<bytes> <stdout line>".
-const qHelper = `
-q() {
-  name=$1; shift
-  err=$(mktemp)
-  out=$(bounded-query "$@" 2>"$err")
-  rc=$?
-  echo "$name rc=$rc stderr=$(wc -c <"$err") $out"
-  rm -f "$err"
-}
-`
+var qHelper = cliHelper("q", "bounded-query")
 
 func TestFailurePathsAreByteIdentical(t *testing.T) {
 	before := runDirs()

@@ -42,14 +42,33 @@ func local(slug, sensitivity string) repo {
 	return repo{Repo: slug, Sensitivity: sensitivity, Source: repoDir}
 }
 
+// sharedRootFS is the rootfs block of the suite's one rootfs.
+func sharedRootFS() map[string]any { return map[string]any{"path": rootfsDir, "digest": rootfsHash} }
+
+// writeDoc writes the configuration document doc as awf.json (0600) in a
+// temporary directory of the test and returns its path.
+func writeDoc(t *testing.T, doc map[string]any) string {
+	t.Helper()
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "awf.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return p
+}
+
+// enabled is b enabled, on the shared rootfs unless it names its own.
+func enabled(b bq) bq {
+	b.Enabled = true
+	if b.RootFS == nil {
+		b.RootFS = sharedRootFS()
+	}
+	return b
+}
+
 // writeConfig writes a config with the shared rootfs and agent user.
 func writeConfig(t *testing.T, b bq) string {
 	t.Helper()
-	b.Enabled = true
-	if b.RootFS == nil {
-		b.RootFS = map[string]any{"path": rootfsDir, "digest": rootfsHash}
-	}
-	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
+	return fixture.WriteConfig(t, t.TempDir(), enabled(b), agentUser)
 }
 
 // agentScript writes a shell script the agent user can read and run.
@@ -67,14 +86,29 @@ type result struct {
 // awfRun runs "awf run --config cfg -- /bin/sh script" and returns its output.
 func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
 	t.Helper()
+	return awfRunIn(t, "/", cfg, script, extraEnv...)
+}
+
+// awfRunIn is awfRun from the working directory dir.
+func awfRunIn(t *testing.T, dir, cfg, script string, extraEnv ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
-	cmd.Dir = "/"
+	cmd.Dir = dir
 	cmd.Env = append(baseEnv(), extraEnv...)
+	fixture.KillGroupOnCancel(cmd)
+	r := runCmd(t, cmd)
+	removeArchive(t, r.stderr)
+	return r
+}
+
+// runCmd runs cmd and returns its output and exit status; a command that
+// could not run at all fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	fixture.KillGroupOnCancel(cmd)
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -82,7 +116,6 @@ func awfRun(t *testing.T, cfg, script string, extraEnv ...string) result {
 	} else {
 		require.NoError(t, err)
 	}
-	removeArchive(t, errb.String())
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }
 
@@ -107,16 +140,30 @@ func lines(stdout string) map[string]string {
 // auditRecords reads the archived audit log named in awf's stderr.
 func auditRecords(t *testing.T, stderr string) []map[string]any {
 	t.Helper()
+	return jsonLines(t, archivedLog(t, stderr, "bounded-query.jsonl"))
+}
+
+// archivedLog reads the log name (0600, as every log awf keeps) of the
+// audit archive named in awf's stderr, which the test's cleanup removes.
+func archivedLog(t *testing.T, stderr, name string) []byte {
+	t.Helper()
 	const marker = "audit log kept in "
 	i := strings.LastIndex(stderr, marker)
 	require.GreaterOrEqual(t, i, 0, "no audit archive in:\n%s", stderr)
 	dir := strings.TrimSpace(strings.SplitN(stderr[i+len(marker):], "\n", 2)[0])
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	raw, err := os.ReadFile(filepath.Join(dir, "bounded-query.jsonl"))
+	p := filepath.Join(dir, name)
+	fi, err := os.Stat(p)
 	require.NoError(t, err)
-	fi, err := os.Stat(filepath.Join(dir, "bounded-query.jsonl"))
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	raw, err := os.ReadFile(p)
 	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	return raw
+}
+
+// jsonLines parses a JSONL log, one object a line.
+func jsonLines(t *testing.T, raw []byte) []map[string]any {
+	t.Helper()
 	var recs []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
 		var r map[string]any
@@ -201,4 +248,44 @@ func runLockHeld(id string) bool {
 		}
 	}
 	return false
+}
+
+// requireRuntime skips only when a runtime's host component is truly absent
+// (BLOCKED), and fails when docker is installed but its test daemon is not
+// running: the engine is there, so a missing daemon is a set-up fault. It
+// returns the docker socket for docker.
+func requireRuntime(t *testing.T, rt string) string {
+	t.Helper()
+	switch rt {
+	case "gvisor":
+		if _, err := exec.LookPath("runsc"); err != nil {
+			t.Skip("BLOCKED: runsc is not installed on this host; the gvisor runtime cannot be exercised")
+		}
+	case "docker":
+		if _, err := exec.LookPath("dockerd"); err != nil {
+			t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be exercised")
+		}
+		sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
+		fi, err := os.Stat(sock)
+		require.True(t, sock != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
+			"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start (make test does)", sock)
+		return sock
+	}
+	return ""
+}
+
+// cliHelper is an agent-side shell function fn that runs the agent CLI cli
+// with its arguments after the first, then prints "NAME rc=<status>
+// stderr=<bytes> <stdout line>", NAME being its first argument.
+func cliHelper(fn, cli string) string {
+	return fmt.Sprintf(`
+%s() {
+  name=$1; shift
+  err=$(mktemp)
+  out=$(%s "$@" 2>"$err")
+  rc=$?
+  echo "$name rc=$rc stderr=$(wc -c <"$err") $out"
+  rm -f "$err"
+}
+`, fn, cli)
 }

@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // Sealed probes end to end: the seed's CLI and script contract through awf
@@ -41,22 +41,14 @@ type sp struct {
 // given sealedProbes block (nil: absent).
 func writeProbeConfig(t *testing.T, b bq, p *sp) string {
 	t.Helper()
-	b.Enabled = true
-	if b.RootFS == nil {
-		b.RootFS = map[string]any{"path": rootfsDir, "digest": rootfsHash}
-	}
 	if b.PrivateRepos == nil {
 		b.PrivateRepos = []repo{local("demo/app", "internal")}
 	}
-	doc := map[string]any{"boundedQueries": b, "agent": map[string]any{"user": agentUser}}
+	doc := map[string]any{"boundedQueries": enabled(b), "agent": map[string]any{"user": agentUser}}
 	if p != nil {
 		doc["sealedProbes"] = p
 	}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	return path
+	return writeDoc(t, doc)
 }
 
 // probeFixture is a second local repository, B, with a marker that repo A's
@@ -73,23 +65,14 @@ func repoB(t *testing.T) string {
 	t.Helper()
 	probeFixtureOnce.Do(func() {
 		probeFixtureDir = filepath.Join(filepath.Dir(repoDir), "repo-b")
-		probeFixtureErr = makeRepo(probeFixtureDir, map[string]string{"B.txt": markerB + "\n", "README.md": "# b\n"})
+		probeFixtureErr = fixture.MakeRepo(probeFixtureDir, "e2e", map[string]string{"B.txt": markerB + "\n", "README.md": "# b\n"})
 	})
 	require.NoError(t, probeFixtureErr)
 	return probeFixtureDir
 }
 
 // pHelper runs the real CLI and prints "NAME rc=<status> stderr=<bytes> <line>".
-const pHelper = `
-p() {
-  name=$1; shift
-  err=$(mktemp)
-  out=$(sealed-probe "$@" 2>"$err")
-  rc=$?
-  echo "$name rc=$rc stderr=$(wc -c <"$err") $out"
-  rm -f "$err"
-}
-O3='--outcome YES --outcome NO --outcome UNKNOWN'
+var pHelper = cliHelper("p", "sealed-probe") + `O3='--outcome YES --outcome NO --outcome UNKNOWN'
 `
 
 // The probe scripts. Each answers YES when what it checks holds.
@@ -196,42 +179,7 @@ func writeAgentFiles(t *testing.T, files map[string]string) string {
 // probeAudit reads the archived sealed-probe audit log named in awf's stderr.
 func probeAudit(t *testing.T, stderr string) []map[string]any {
 	t.Helper()
-	const marker = "audit log kept in "
-	i := strings.LastIndex(stderr, marker)
-	require.GreaterOrEqual(t, i, 0, "no audit archive in:\n%s", stderr)
-	dir := strings.TrimSpace(strings.SplitN(stderr[i+len(marker):], "\n", 2)[0])
-	raw, err := os.ReadFile(filepath.Join(dir, "sealed-probe.jsonl"))
-	require.NoError(t, err)
-	var recs []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-		recs = append(recs, r)
-	}
-	return recs
-}
-
-// requireRuntime skips only when a runtime's host component is truly absent
-// (BLOCKED), and fails when docker is installed but its test daemon is not
-// running. It returns the docker socket for docker.
-func requireRuntime(t *testing.T, rt string) string {
-	t.Helper()
-	switch rt {
-	case "gvisor":
-		if _, err := exec.LookPath("runsc"); err != nil {
-			t.Skip("BLOCKED: runsc is not installed on this host; the gvisor runtime cannot be exercised")
-		}
-	case "docker":
-		if _, err := exec.LookPath("dockerd"); err != nil {
-			t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be exercised")
-		}
-		sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
-		fi, err := os.Stat(sock)
-		require.True(t, sock != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
-			"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start (make test does)", sock)
-		return sock
-	}
-	return ""
+	return jsonLines(t, archivedLog(t, stderr, "sealed-probe.jsonl"))
 }
 
 // TestProbeContractPerRuntime runs the seed's workflow unchanged on every
@@ -479,17 +427,14 @@ repo = Path("/probe/repo")
 # Deterministic computation; repo may be modified locally.
 Path("/probe/out").write_text(json.dumps({"result": "YES" if (repo / "SECURITY.md").is_file() else "NO"}))
 `})
-	rootfs := map[string]any{"path": rootfsDir, "digest": rootfsHash}
+	rootfs := sharedRootFS()
 	doc := map[string]any{
 		"boundedQueries": map[string]any{"rootfs": rootfs},
 		"agent":          map[string]any{"user": agentUser},
 		"sealedProbes": map[string]any{"enabled": true, "privateRepos": []any{map[string]any{"repo": "lpcox/foo", "source": repoDir}},
 			"runtime": "direct", "timeout": 30, "memoryLimit": "512m", "interpreter": "python3", "maxInvocations": 2},
 	}
-	raw, err := json.Marshal(doc)
-	require.NoError(t, err)
-	jsonCfg := filepath.Join(t.TempDir(), "awf.json")
-	require.NoError(t, os.WriteFile(jsonCfg, raw, 0o600))
+	jsonCfg := writeDoc(t, doc)
 	yamlCfg := filepath.Join(t.TempDir(), "awf.yaml")
 	require.NoError(t, os.WriteFile(yamlCfg, []byte(fmt.Sprintf(`boundedQueries:
   rootfs: {path: %q, digest: %q}
