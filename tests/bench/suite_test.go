@@ -135,7 +135,7 @@ func runSuite() int {
 	s.note("Runtime rows run with the default limits except a 1 GiB repository tmpfs (the gvisor and docker runtimes copy the whole tree into it per invocation; 100k files take 400 MB of pages), no CPU pinning, the default seccomp policy and the project's rootfs. The broker row runs as `awf broker` does (sandboxes pinned to the last CPU).")
 	s.note("`bwrap` binds the repository read-only (awf gives a private writable overlay) and sets up no cgroup and no seccomp filter: it is a floor, not an equal.")
 	s.note("`reference` reproduces the reference's per-query path with public tools: the image is the project's rootfs imported with `docker import` (the reference uses python:3.12-alpine), `--pull never` on that local image, Docker's default seccomp profile in place of the reference's own; every other flag is the reference's. Its in-container entry point copies the seed again into `/query` (`shutil.copytree`) and runs the script with `runpy`, as its `run-query` does.")
-	s.note("Each row takes as many samples as its first run's cost (a warm row's refill included) fits in %v per cell (twice that, up to %d, in the trivial 10k-file cell the targets read), between %d and %d; a first run that cost over 2 s is kept as a sample and the row may take as few as 2 (1 over 8 s); other first runs are untimed. On the 100k-file repository, the git-log and tree-walk cells skip a row whose 10k-file run cost over 2 s.", s.p.budget, max(s.p.nMax, s.p.nTarget), s.p.nMin, s.p.nMax)
+	s.note("Each row takes as many samples as its first run's cost (a warm row's refill included) fits in %.0f s per cell (twice that, up to %d, in the trivial 10k-file cell the targets read), between %d and %d; a first run that cost over 2 s is kept as a sample and the row may take as few as 2 (1 over 8 s); other first runs are untimed. On the 100k-file repository, the git-log and tree-walk cells skip a row whose 10k-file run cost over 2 s.", s.p.budget.Seconds(), max(s.p.nMax, s.p.nTarget), s.p.nMin, s.p.nMax)
 	s.openRuntimes()
 	s.importReference()
 	rows := s.rows()
@@ -396,6 +396,7 @@ func (s *suite) measureCell(rows []rowDef, r *benchRepo, w Workload) []Cell {
 
 // cleanup undoes everything the suite made, each step on its own.
 func (s *suite) cleanup() {
+	logf("bench: cleaning up (runtimes, image, repositories; a minute or two after a full run)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for name, rt := range s.rts {
