@@ -193,15 +193,25 @@ var errorBody = []byte(proto.ErrorEnvelope)
 // Handle answers one request that reached the route. The returned body is
 // always one of the two canonical strings.
 func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
+	body, _ := b.handle(ctx, r, false)
+	return body
+}
+
+// handle is Handle. With keep set and a warm pool it may return with the
+// lane still held (held true): the server then writes the response and
+// calls refillAndRelease, so that the refill follows the response before
+// any other job can take the lane. Without a pool the lane is always
+// released on return, as without keep.
+func (b *Broker) handle(ctx context.Context, r *Request, keep bool) (body []byte, held bool) {
 	if b.closed.Load() {
-		return b.errBody
+		return b.errBody, false
 	}
 	b.mu.Lock()
 	if b.used >= b.o.MaxInvocations {
 		b.mu.Unlock()
 		b.o.Audit.Failure(IDBudget, ReasonCountExhausted, fmt.Sprintf("maxInvocations=%d", b.o.MaxInvocations))
 		b.emit(ReasonCountExhausted)
-		return b.errBody
+		return b.errBody, false
 	}
 	b.used++
 	b.active.Add(1)
@@ -212,15 +222,20 @@ func (b *Broker) Handle(ctx context.Context, r *Request) []byte {
 	case b.lane <- struct{}{}:
 	case <-ctx.Done():
 		b.o.Audit.Failure(IDQueue, ReasonUnexpected, "request abandoned while queued")
-		return b.errBody
+		return b.errBody, false
 	}
-	defer func() { <-b.lane }()
+	held = keep && b.pool != nil
+	defer func() {
+		if !held {
+			<-b.lane
+		}
+	}()
 	body, err := b.execute(ctx, r)
 	if err != nil {
 		b.o.Audit.Failure(IDQueue, ReasonUnexpected, err.Error())
-		return b.errBody
+		return b.errBody, held
 	}
-	return body
+	return body, held
 }
 
 // emit writes the telemetry record of one answered job of the broker's

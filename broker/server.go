@@ -122,16 +122,19 @@ func (s *Server) Serve(ln net.Listener) error {
 				c.Close()
 				return
 			}
-			s.serveConn(c)
+			held := s.serveConn(c)
 			s.mu.Lock()
 			s.conns--
 			s.mu.Unlock()
 			s.wg.Done()
 			// The response is written and the connection closed: only now
-			// may the warm pool prepare the sandbox that the job used up.
-			// A refill is no request: Shutdown does not wait for it (it
-			// stops at Freeze), the broker's Close does.
-			s.b.Refill(s.hard)
+			// may the warm pool prepare the sandbox that the job used up,
+			// on the lane the job held, so that the next job finds it
+			// ready. A refill is no request: Shutdown does not wait for it
+			// (it stops at Freeze), the broker's Close does.
+			if held {
+				s.b.refillAndRelease(s.hard)
+			}
 		}()
 	}
 }
@@ -160,7 +163,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (s *Server) serveConn(c net.Conn) {
+// serveConn serves one connection. held reports that the request's
+// answer left the broker's lane held for the refill (Broker.handle); the
+// caller must then call refillAndRelease, after the connection is closed.
+func (s *Server) serveConn(c net.Conn) (held bool) {
 	defer c.Close()
 	defer func() {
 		if p := recover(); p != nil {
@@ -206,7 +212,10 @@ func (s *Server) serveConn(c net.Conn) {
 		req.Body, req.BodyErr = readBody(br, plan, max)
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	writeResponse(c, s.b.Handle(s.hard, req))
+	var body []byte
+	body, held = s.b.handle(s.hard, req, true)
+	writeResponse(c, body)
+	return held
 }
 
 // ProbeRoute is the route of awf's own readiness probe (host.ProbeSocket):

@@ -66,8 +66,26 @@ func (b *Broker) Refill(ctx context.Context) {
 	if b.pool == nil || b.pool.Missing() == 0 || b.closed.Load() {
 		return
 	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.stopped, cancel)()
+	select {
+	case b.lane <- struct{}{}:
+	case <-hctx.Done():
+		return
+	}
+	b.refillAndRelease(ctx)
+}
+
+// refillAndRelease is Refill with the lane already held (by the request
+// whose response has just been written, or by Refill); it releases the
+// lane when done. The server calls it after writing a response that
+// handle answered with the lane held, so that the next job on the lane
+// finds the pool full.
+func (b *Broker) refillAndRelease(ctx context.Context) {
+	defer func() { <-b.lane }()
 	b.mu.Lock()
-	if b.poolClosed {
+	if b.poolClosed || b.pool.Missing() == 0 || b.closed.Load() {
 		b.mu.Unlock()
 		return
 	}
@@ -77,15 +95,6 @@ func (b *Broker) Refill(ctx context.Context) {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.stopped, cancel)()
-	select {
-	case b.lane <- struct{}{}:
-	case <-hctx.Done():
-		return
-	}
-	defer func() { <-b.lane }()
-	if b.pool.Missing() == 0 || b.closed.Load() {
-		return
-	}
 	clock := b.o.Clock
 	start := clock.Now()
 	// A prepare is not cut short by a shutdown: an abandoned one can leave

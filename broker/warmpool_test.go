@@ -329,3 +329,41 @@ func TestRefillNeverOverlapsAJob(t *testing.T) {
 		assert.Equal(t, 1, q.pool.Stats().Destroyed, "the refilled one was idle at Close")
 	})
 }
+
+// TestServerRefillsBeforeTheNextJob: through the server, the lane the job
+// held is kept through the response and the refill, so back-to-back
+// requests each find a prepared sandbox.
+func TestServerRefillsBeforeTheNextJob(t *testing.T) {
+	log := &eventLog{clock: &fakeClock{}}
+	sup := &pooledSandboxes{log: log}
+	q, _, _ := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, nil, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "public"})
+	ctx := context.Background()
+	require.NoError(t, q.FillPool(ctx))
+	sockDir, err := os.MkdirTemp("", "awf-sock-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "broker.sock")
+	ln, err := ListenUnix(sock, os.Getuid(), os.Getgid())
+	require.NoError(t, err)
+	srv := NewServer(q, q.o.Audit)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	ts := &testServer{sock: sock}
+	for i := 0; i < 4; i++ {
+		assert.Equal(t, okResponse(`{"status":"ok","result":true}`), ts.raw(t, curlRequest("o/r", boolS, script)), "request %d", i)
+	}
+	// A request for a repository that is not configured queues for the
+	// lane like any other: once it is answered, the last refill is done.
+	assert.Equal(t, okResponse(errBody), ts.raw(t, curlRequest("o/none", boolS, script)))
+	st := q.pool.Stats()
+	assert.Equal(t, 4, st.Warm)
+	assert.Zero(t, st.Cold, "a request reached the lane before the refill")
+	assert.Equal(t, 1, st.Idle)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	assert.NoError(t, srv.Shutdown(sctx))
+	assert.NoError(t, <-done)
+	require.NoError(t, q.Close(ctx))
+	_, overlaps := sup.state()
+	assert.Empty(t, overlaps)
+}
