@@ -58,7 +58,7 @@ type Options struct {
 	// none: every sandbox is prepared inside its request, as without a
 	// pool. A bounded-agent broker never pools (an enclave's network
 	// belongs to one invocation). The pool is filled by FillPool and
-	// refilled by Refill, on the lane, and emptied by Close.
+	// refilled after each response, on the lane, and emptied by Close.
 	WarmPool int
 }
 

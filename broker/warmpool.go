@@ -53,11 +53,12 @@ func (b *Broker) FillPool(ctx context.Context) error {
 	return err
 }
 
-// Refill prepares what the warm pool lacks once a response has been
-// written (the server calls it then; the agent is thawed by then). It
-// takes the lane, so it never runs beside a job of any broker of the run,
-// and it keeps the lane until the timing bucket of its own duration has
-// passed: a request that queues behind it learns which bucket the refill
+// Refill prepares what the warm pool lacks, for a caller that answers
+// through Handle rather than the server (the server refills on the lane
+// its job held, after writing the response; the agent is thawed by then).
+// It takes the lane, so it never runs beside a job of any broker of the
+// run, and it keeps the lane until the timing bucket of its own duration
+// has passed: a request that queues behind it learns which bucket the refill
 // took, never how long it took, so that the refill's duration cannot carry
 // what a finished sandbox left in the kernel. It returns at once when
 // there is no pool or nothing is missing, and stops holding the lane on
