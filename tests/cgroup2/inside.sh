@@ -48,6 +48,16 @@ step "awf isolate verify --agent" bin/awf isolate verify --agent
 step "gvisor runtime cgroup tests" bin/cgroup2/gvisor.test -test.count=1 -test.timeout 30m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestLimitsGiveTypedOutcomes|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$}"
 step "awf isolate verify --runtime gvisor (limits)" bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
 step "awf isolate verify --enclave (direct, gvisor)" bin/awf isolate verify --enclave --runtime direct --runtime gvisor
+# The fault suite's kill cases that depend on the cgroup hierarchy: kill -9
+# of awf run mid-query on direct and gvisor (the watchdog kills the sandbox
+# and the frozen agent with cgroup.kill and sweeps every cgroup of the run),
+# of the broker mid-query (the survivor kills the sandbox cgroups but the
+# agent's) and of the agent shim. make test runs the whole suite on the
+# host, where a kill leaves nothing within 2 s; here code runs many times
+# slower (one runsc call of the watchdog's reclaim takes seconds), so the
+# bound is 30 s: this proves that everything is reclaimed, not how fast.
+step "fault kill cases (direct, gvisor)" bin/cgroup2/faults.test -test.count=1 -test.timeout 20m -faults.bin bin -faults.bound 30s \
+  -test.run "${FAULTS_TESTS:-^TestKill(AwfRun|Broker|AgentShim)$/^(direct|gvisor)$/^mid-query$}" -test.skip "${FAULTS_SKIP:-^TestKillBroker$/^gvisor$}"
 step "awf run end to end" tests/cgroup2/e2e.sh
 
 if [ "$fails" -ne 0 ]; then

@@ -6,8 +6,9 @@
 # cgroup v2 behaviour tests (tests/cgroup2, build tag cgroup2),
 # `awf isolate verify --runtime direct` and `--agent`, the gvisor runtime's
 # cgroup tests and `awf isolate verify --runtime gvisor` (a subset of each:
-# see inside.sh), and one end-to-end `awf run`. unchroot.sh gives the VM's
-# command a root that user namespaces accept, which runsc needs.
+# see inside.sh), the fault suite's kill cases, and one end-to-end `awf run`.
+# unchroot.sh gives the VM's command a root that user namespaces accept,
+# which runsc needs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 vm=${CGROUP2_VM:-../shared/tools/cgroup2-vm}
@@ -21,5 +22,6 @@ export CGO_ENABLED=1
 go test -c -tags seccomp -o "$out/direct.test" ./isolate/direct
 go test -c -tags seccomp -o "$out/gvisor.test" ./isolate/gvisor
 go test -c -tags 'seccomp cgroup2' -o "$out/cgroup2.test" ./tests/cgroup2
+go test -c -tags seccomp -o "$out/faults.test" ./tests/faults
 echo "test-cgroup2: booting the cgroup v2 VM (emulated; this is slow)"
 "$vm" --mem "${CGROUP2_VM_MEM:-4096}" --smp 2 --timeout "${CGROUP2_VM_TIMEOUT:-2700}" -- tests/cgroup2/unchroot.sh tests/cgroup2/inside.sh
