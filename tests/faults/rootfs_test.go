@@ -12,9 +12,11 @@ import (
 )
 
 // TestRootFSRemovedMidRun: the run's sandbox root filesystem (a copy of
-// the suite's, same digest) is removed after the first query. Every later
-// query gets the canonical error and an audit record of its own typed
-// launch-failed, on every runtime: never a sandbox on another root, never
+// the suite's, same digest) is removed after the first query, once the
+// warm pool holds the sandbox it prepared, and verified, before that. That
+// sandbox answers the next query; every sandbox prepared after the removal
+// fails closed: the canonical error and an audit record of its own typed
+// launch-failed, on every runtime. Never a sandbox on another root, never
 // a hang. The run then ends normally and leaves nothing.
 func TestRootFSRemovedMidRun(t *testing.T) {
 	for _, rt := range allRuntimes(t) {
@@ -25,7 +27,7 @@ func TestRootFSRemovedMidRun(t *testing.T) {
 			require.NoError(t, err, "%s", out)
 			script := agentScript(t, "")
 			g := newGates(script)
-			body := "echo started\n" + queryLine(0) + "echo one\n" + g.wait(1) + queryLine(0) + queryLine(0) + "echo done\n"
+			body := "echo started\n" + queryLine(0) + barrierLine + "echo one\n" + g.wait(1) + queryLine(0) + queryLine(0) + "echo done\n"
 			require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755))
 			r := startRun(t, configWith(t, rt, 8, "public", rfs, 30), script)
 			id := r.runID(t)
@@ -36,18 +38,20 @@ func TestRootFSRemovedMidRun(t *testing.T) {
 			assertNothingLeftOn(t, rt, id, time.Now())
 
 			stdout := r.stdout.String()
-			assertCanonical(t, stdout, "started", "one", "done")
+			assertCanonical(t, stdout, "started", "one", "done", barrierOut)
 			resp := queryResponses(stdout)
 			require.Len(t, resp, 3)
 			assert.Equal(t, okTrue, resp[0])
 			recs := answered(audit(t, id))
 			why := reasons(recs)
 			t.Logf("agent saw %v; audit recorded %v", resp, why)
-			require.Len(t, recs, 3, "one audit record per answer")
+			require.Len(t, recs, 4, "one audit record per answer, the barrier's included")
+			why = append(why[:1], why[2:]...) // the barrier's
 			assert.Equal(t, "invocation", why[0])
-			// Every runtime fails closed once its verified root is gone.
-			assert.Equal(t, []string{errorEnv, errorEnv}, resp[1:])
-			assert.Equal(t, []string{"launch-failed", "launch-failed"}, why[1:])
+			// The warm pool's sandbox, prepared on the verified root before
+			// its removal, answers; every runtime then fails closed.
+			assert.Equal(t, []string{okTrue, errorEnv}, resp[1:])
+			assert.Equal(t, []string{"invocation", "launch-failed"}, why[1:])
 		})
 	}
 }
