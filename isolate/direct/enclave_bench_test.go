@@ -18,7 +18,12 @@ import (
 // provider that answers at once, the read-back, the teardown of both;
 // minus the time the provider spent answering. A bounded query (the
 // trivial script) runs interleaved in the same op, for the side-by-side
-// medians (ms).
+// medians (ms). The breakdown: network-ms (building and removing the
+// enclave network), sandbox-start-ms (prepare to the loop's exec),
+// loop-run-ms (the loop's run, model-ms of it the provider's answers) and
+// sandbox-teardown-ms (reading the result and transcript back, destroying
+// the sandbox); each is its own median, so they need not sum to
+// overhead-ms exactly.
 func BenchmarkEnclaveOverhead(b *testing.B) {
 	ctx := context.Background()
 	f := isolatetest.NewEnclaveFixture(ctx, b)
@@ -31,7 +36,7 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 	repo := seedRepo(b)
 	e := newEnv(b)
 	tpl := e.template(b, repo)
-	var agent, overhead, run, start, network, query []time.Duration
+	var agent, overhead, run, model, start, teardown, network, query []time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
 		n, err := enclave.New(ctx, enclave.Options{RunID: runID, Name: fmt.Sprint(i)})
@@ -40,7 +45,9 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 		}
 		tn := time.Since(t0)
 		p := isolatetest.ServeLoopProvider(n)
+		tr := time.Now()
 		o, _ := f.Run(ctx, b, runID, n, rt.RunEnclave)
+		call := time.Since(tr)
 		p.Close()
 		tc := time.Now()
 		if err := n.Close(); err != nil {
@@ -54,7 +61,9 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 		agent = append(agent, d)
 		overhead = append(overhead, d-p.Model())
 		run = append(run, o.Timings.Run)
+		model = append(model, p.Model())
 		start = append(start, o.Timings.Start)
+		teardown = append(teardown, call-o.Timings.Start-o.Timings.Run)
 		t1 := time.Now()
 		q := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
 		query = append(query, time.Since(t1))
@@ -65,7 +74,9 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 	report(b, "agent-ms", agent)
 	report(b, "overhead-ms", overhead)
 	report(b, "loop-run-ms", run)
+	report(b, "model-ms", model)
 	report(b, "sandbox-start-ms", start)
+	report(b, "sandbox-teardown-ms", teardown)
 	report(b, "network-ms", network)
 	report(b, "query-ms", query)
 }

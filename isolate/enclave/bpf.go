@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -190,7 +191,44 @@ func loadProgram(name string, typ ebpf.ProgramType, attach ebpf.AttachType, insn
 	return p, nil
 }
 
-// attachCgroup loads the cgroup programs and attaches each to the cgroup v2
+// programKey names a loaded program: its name and what it was built for.
+type programKey struct {
+	name  string
+	src   netip.Addr
+	proxy netip.AddrPort
+}
+
+// programs are the programs loaded so far. A program is its instructions
+// and nothing else (no maps, no state), and every enclave of a process
+// attaches the same few (six per proxy address), so each is loaded and
+// verified once and shared: a cgroup link and a tc filter each hold their
+// own reference, so sharing changes nothing about what is attached where.
+// They stay loaded for the life of the process.
+var programs struct {
+	mu sync.Mutex
+	m  map[programKey]*ebpf.Program
+}
+
+// sharedProgram returns the loaded program for k, loading it on first use.
+// The caller must not close it.
+func sharedProgram(k programKey, typ ebpf.ProgramType, attach ebpf.AttachType, insns asm.Instructions) (*ebpf.Program, error) {
+	programs.mu.Lock()
+	defer programs.mu.Unlock()
+	if p := programs.m[k]; p != nil {
+		return p, nil
+	}
+	p, err := loadProgram(k.name, typ, attach, insns)
+	if err != nil {
+		return nil, err
+	}
+	if programs.m == nil {
+		programs.m = map[programKey]*ebpf.Program{}
+	}
+	programs.m[k] = p
+	return p, nil
+}
+
+// attachCgroup attaches each cgroup program (shared: sharedProgram) to the cgroup v2
 // directory dir, as links: they detach when the links are closed, or when
 // the broker dies and its descriptors with it.
 func attachCgroup(dir string, proxy netip.AddrPort) ([]link.Link, error) {
@@ -200,13 +238,12 @@ func attachCgroup(dir string, proxy netip.AddrPort) ([]link.Link, error) {
 		return nil, err
 	}
 	for _, h := range cgroupHooks(proxy) {
-		p, err := loadProgram(h.name, h.typ, h.attach, h.insns)
+		p, err := sharedProgram(programKey{name: h.name, proxy: proxy}, h.typ, h.attach, h.insns)
 		if err != nil {
 			return fail(err)
 		}
+		// The link holds its own reference to the program.
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: h.attach, Program: p})
-		// The link holds the program; the loader's reference is not needed.
-		p.Close()
 		if err != nil {
 			return fail(fmt.Errorf("attach %s to %s: %w", h.name, dir, err))
 		}
@@ -215,19 +252,18 @@ func attachCgroup(dir string, proxy netip.AddrPort) ([]link.Link, error) {
 	return links, nil
 }
 
-// attachLinkIngress loads the link program and attaches it to the ingress
+// attachLinkIngress attaches the link program to the ingress
 // of interface ifindex in the namespace at nsPath as a direct-action bpf
 // filter on a clsact qdisc (tc's ingress hook, Linux 4.5 and later). A
 // filter is not a link: it lives as long as its interface, so nothing has
 // to be detached, and it ends with the namespace. (A tcx link, Linux 6.6,
 // costs about 10 ms to attach and as much to detach, for the same hook.)
 func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.AddrPort) error {
-	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachNone, linkIngress(src, proxy))
+	p, err := sharedProgram(programKey{name: "awf_link_in", src: src, proxy: proxy}, ebpf.SchedCLS, ebpf.AttachNone, linkIngress(src, proxy))
 	if err != nil {
 		return err
 	}
 	// The filter holds its own reference to the program.
-	defer p.Close()
 	if err := clsactIngress(nsPath, ifindex, p); err != nil {
 		return fmt.Errorf("attach link filter: %w", err)
 	}

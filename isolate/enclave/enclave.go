@@ -162,7 +162,7 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := createNetNS(p); err != nil {
+		if err := createNetNS(p, e.sysctls(p)); err != nil {
 			return nil, err
 		}
 		e.made = append(e.made, p)
@@ -192,30 +192,30 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 	return e, nil
 }
 
-// configure sets the sysctls, creates the link and gives it its addresses.
-func (e *Enclave) configure() error {
-	off := [][2]string{
-		{"ipv6/conf/all/disable_ipv6", "1"}, {"ipv6/conf/default/disable_ipv6", "1"},
-		{"ipv4/ip_forward", "0"}, {"ipv4/conf/all/forwarding", "0"},
+// sysctls are the settings of the namespace at ns, written when it is
+// created (before any link exists in it, so that every link inherits them).
+func (e *Enclave) sysctls(ns string) [][2]string {
+	if !e.weaken.Routed {
+		return [][2]string{
+			{"ipv6/conf/all/disable_ipv6", "1"}, {"ipv6/conf/default/disable_ipv6", "1"},
+			{"ipv4/ip_forward", "0"}, {"ipv4/conf/all/forwarding", "0"},
+		}
 	}
 	// Routed: IPv6 on, without duplicate address detection, so that the
 	// link-local addresses neighbour discovery needs are usable at once.
-	routed := [][2]string{
+	kv := [][2]string{
 		{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/default/disable_ipv6", "0"},
 		{"ipv6/conf/all/accept_dad", "0"}, {"ipv6/conf/default/accept_dad", "0"},
 	}
-	for _, ns := range []string{e.netNS, e.proxyNS} {
-		kv := off
-		if e.weaken.Routed {
-			kv = routed
-			if ns == e.proxyNS {
-				kv = append(kv, [2]string{"ipv4/ip_forward", "1"}, [2]string{"ipv6/conf/all/forwarding", "1"})
-			}
-		}
-		if err := writeSysctls(ns, kv); err != nil {
-			return err
-		}
+	if ns == e.proxyNS {
+		kv = append(kv, [2]string{"ipv4/ip_forward", "1"}, [2]string{"ipv6/conf/all/forwarding", "1"})
 	}
+	return kv
+}
+
+// configure creates the link and gives it its addresses (the namespaces
+// have their sysctls already).
+func (e *Enclave) configure() error {
 	if err := veth(e.proxyNS, proxyLink, e.netNS, enclaveLink); err != nil {
 		return err
 	}
@@ -225,9 +225,6 @@ func (e *Enclave) configure() error {
 	}
 	var routes map[string][]netip.Addr
 	if e.weaken.Routed {
-		if err := writeSysctls(e.neighbour, routed); err != nil {
-			return err
-		}
 		const routerLink = "awfrouter0"
 		if err := veth(e.proxyNS, routerLink, e.neighbour, enclaveLink); err != nil {
 			return err

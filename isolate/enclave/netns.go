@@ -16,10 +16,11 @@ import (
 // with `ip netns list`.
 const NetNSDir = "/run/netns"
 
-// createNetNS creates a network namespace and keeps it at path (a bind
-// mount of its nsfs file), from a thread that is thrown away afterwards,
-// so no goroutine of the caller ever runs in it.
-func createNetNS(path string) error {
+// createNetNS creates a network namespace, writes the sysctls kv in it
+// (see setSysctls) and keeps it at path (a bind mount of its nsfs file),
+// from a thread that is thrown away afterwards, so no goroutine of the
+// caller ever runs in it.
+func createNetNS(path string, kv [][2]string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("netns dir: %w", err)
 	}
@@ -35,6 +36,13 @@ func createNetNS(path string) error {
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
 		if err := unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", path, err)
+		}
+		if err := setSysctls(kv); err != nil {
+			// The caller never sees this namespace: take it back here.
+			if uerr := unix.Unmount(path, unix.MNT_DETACH); uerr != nil {
+				return fmt.Errorf("%w (and unmount: %v)", err, uerr)
+			}
+			return err
 		}
 		return nil
 	})
@@ -88,21 +96,19 @@ func onThrowawayThread(fn func() error) error {
 	return <-errc
 }
 
-// writeSysctls writes each key (a path below /proc/sys/net) in the network
-// namespace at path and reads it back. /proc/sys/net is resolved against
-// the opening thread's namespace.
-func writeSysctls(path string, kv [][2]string) error {
-	return InNetNS(path, func() error {
-		for _, e := range kv {
-			p := "/proc/sys/net/" + e[0]
-			if err := os.WriteFile(p, []byte(e[1]+"\n"), 0o644); err != nil {
-				return fmt.Errorf("sysctl %s: %w", e[0], err)
-			}
-			got, err := os.ReadFile(p)
-			if err != nil || strings.TrimSpace(string(got)) != e[1] {
-				return fmt.Errorf("sysctl %s: reads %q after writing %s", e[0], strings.TrimSpace(string(got)), e[1])
-			}
+// setSysctls writes each key (a path below /proc/sys/net) and reads it
+// back, in the calling thread's network namespace: /proc/sys/net is
+// resolved against the opening thread's namespace.
+func setSysctls(kv [][2]string) error {
+	for _, e := range kv {
+		p := "/proc/sys/net/" + e[0]
+		if err := os.WriteFile(p, []byte(e[1]+"\n"), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s: %w", e[0], err)
 		}
-		return nil
-	})
+		got, err := os.ReadFile(p)
+		if err != nil || strings.TrimSpace(string(got)) != e[1] {
+			return fmt.Errorf("sysctl %s: reads %q after writing %s", e[0], strings.TrimSpace(string(got)), e[1])
+		}
+	}
+	return nil
 }
