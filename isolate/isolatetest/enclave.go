@@ -27,9 +27,11 @@ type EnclaveRunner func(context.Context, isolate.Template, enclave.Layout, isola
 
 // EnclaveFixture is what an enclave test or benchmark runs the real loop
 // with: the loop binary (built static, as the Makefile builds it), the
-// loop's minimal root and a small seed.
+// loop's minimal root, a small seed and the loop's policy, parsed once as
+// the broker parses it (a runtime compiles each policy it is given once).
 type EnclaveFixture struct {
 	Loop, Root, Seed string
+	Policy           *policy.Policy
 }
 
 // NewEnclaveFixture builds the fixture in a temporary directory of t.
@@ -44,6 +46,9 @@ func NewEnclaveFixture(ctx context.Context, t testing.TB) *EnclaveFixture {
 	require.NoError(t, enclave.Root(ctx, f.Root, []string{"/enclave"}, nil))
 	require.NoError(t, os.MkdirAll(f.Seed, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(f.Seed, "README"), []byte("hello\n"), 0o644))
+	pol, err := policy.AgentLoop()
+	require.NoError(t, err)
+	f.Policy = pol
 	return f
 }
 
@@ -67,9 +72,7 @@ func (f *EnclaveFixture) Run(ctx context.Context, t testing.TB, runID string, n 
 		Out:   agentloop.OutDir, OutBytes: isolate.DefaultLimits().QueryTmpfsBytes, Env: []string{"PATH=/enclave/bin", "HOME=/tmp"},
 		Result: filepath.Base(agentloop.ResultPath), Transcript: filepath.Base(agentloop.TranscriptPath), TranscriptBytes: 1 << 20,
 	}
-	pol, err := policy.AgentLoop()
-	require.NoError(t, err)
-	tpl := isolate.Template{RunID: runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: pol}
+	tpl := isolate.Template{RunID: runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: f.Policy}
 	tpl.Limits.Wall = 30 * time.Second
 	return run(ctx, tpl, l, isolate.Job{InvocationID: "loop-1", Argv: []string{agentloop.BinaryPath}})
 }
