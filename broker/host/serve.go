@@ -224,13 +224,11 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	lane := make(chan struct{}, 1)
 	// Only bounded queries keep a warm pool; sealed probes prepare each
 	// sandbox inside its request. A side broker (sealed probes, bounded
-	// agents) opens a runtime of its own, and the direct runtime numbers
-	// its sandboxes per instance (awf-<run>-<n>): an idle pooled sandbox
-	// would share its name and cgroup with the side broker's next one. So
-	// a run with a side broker keeps no pool until those names are unique
-	// across instances.
+	// agents) opens a runtime of its own beside the pool's idle sandboxes;
+	// every backend names its sandboxes apart across instances of one run
+	// (direct TestInstancesOfOneRunNameApart).
 	warm := s.WarmPool
-	if s.Kind == KindProbe || s.Probe != nil || s.Agents != nil {
+	if s.Kind == KindProbe {
 		warm = 0
 	}
 	b, err := broker.New(broker.Options{

@@ -106,6 +106,7 @@ type Runtime struct {
 	viewDir  string // writable-mode copies of seeds (see view.go)
 	cg       cgroupSetup
 	lock     *os.File
+	inst     string // random per instance: sandbox names are unique across instances of one run
 	seq      atomic.Uint64
 	mu       sync.Mutex
 	active   map[string]bool       // journal names of live resources
@@ -159,8 +160,17 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 	if err := checkOutsideExe(state); err != nil {
 		return nil, err
 	}
+	// Several instances serve one run (the query, sealed-probe and
+	// bounded-agent brokers each open one, on state dirs of their own) and
+	// share the cgroup parent: a per-instance part keeps one's sandbox
+	// names, and so cgroups, from ever being another's.
+	inst, err := workspace.NewSandboxID()
+	if err != nil {
+		return nil, fmt.Errorf("direct: %w", err)
+	}
 	r := &Runtime{
 		runID:    h.RunID,
+		inst:     inst[:8],
 		state:    state,
 		libct:    filepath.Join(state, "libct"),
 		journal:  filepath.Join(state, "journal"),

@@ -183,3 +183,38 @@ func TestUnreclaimableMarksUnusable(t *testing.T) {
 	_, err = os.Stat("/etc/passwd")
 	require.NoError(t, err, "the sweep never touches paths outside its state dir")
 }
+
+// TestInstancesOfOneRunNameApart: the query, sealed-probe and bounded-agent
+// brokers of one run each open a direct runtime (state dirs of their own,
+// one cgroup parent). Sandboxes prepared side by side in two instances of
+// one run must never share a name, and so a cgroup: each runs its own job
+// and the destroy of one leaves the other whole.
+func TestInstancesOfOneRunNameApart(t *testing.T) {
+	e := newEnv(t)
+	other, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, other.Sweep(ctx))
+		require.NoError(t, other.Close())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tpl := e.template(t, "")
+	a, err := e.rt.Prepare(ctx, tpl)
+	require.NoError(t, err)
+	b, err := other.Prepare(ctx, tpl)
+	require.NoError(t, err)
+	job := func(s string) isolate.Job {
+		return isolate.Job{InvocationID: s, Script: []byte("open('/query/out', 'w').write('" + s + "')\n")}
+	}
+	ob := b.Exec(ctx, job("b"))
+	require.NoError(t, b.Destroy(ctx))
+	oa := a.Exec(ctx, job("a"))
+	require.NoError(t, a.Destroy(ctx))
+	require.Equal(t, isolate.KindOK, ob.Kind, ob.Detail)
+	require.Equal(t, isolate.KindOK, oa.Kind, oa.Detail, "the other instance's destroy reached this sandbox")
+	assert.Equal(t, "b", string(ob.Output))
+	assert.Equal(t, "a", string(oa.Output))
+}

@@ -114,7 +114,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 			return nil, fmt.Errorf("direct: prepare: %w", err)
 		}
 	}
-	id := fmt.Sprintf("awf-%s-%d", r.runID, r.seq.Add(1))
+	id := fmt.Sprintf("awf-%s-%s-%d", r.runID, r.inst, r.seq.Add(1))
 	sb := &sandbox{
 		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, enc: enc, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
