@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -29,30 +30,94 @@ const enclaveHostDir = "enclave"
 // transcript is for the operator only and is nil when it is missing or
 // over its cap.
 func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.Layout, job isolate.Job) (isolate.Outcome, []byte) {
+	t0 := time.Now()
+	p, err := r.PrepareEnclave(ctx, t, l, job.Argv)
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "%v", err), nil
+	}
+	return p.run(ctx, nil, job, t0)
+}
+
+// PreparedEnclave is one enclave sandbox prepared ahead of its invocation
+// (PrepareEnclave): created and started up to the point where its init
+// waits to exec the job, every control in place and the network joined
+// and confined, nothing of the job run. It is single-use: Run runs one job
+// in it and destroys it; Destroy destroys it unused. It is journalled as
+// every sandbox is, so a crashed broker's Sweep reclaims it.
+type PreparedEnclave struct {
+	sb *sandbox
+	l  enclave.Layout
+	mu sync.Mutex
+	// taken is set by the first Run or Destroy.
+	taken bool
+}
+
+// PrepareEnclave prepares the enclave RunEnclave would run argv in,
+// without running it, so that a caller can prepare it before the
+// invocation is known (the network must be the invocation's, built
+// ahead too). l's Files may be left out: Run writes the invocation's
+// files into the enclave's read-only directory before the job starts.
+func (r *Runtime) PrepareEnclave(ctx context.Context, t isolate.Template, l enclave.Layout, argv []string) (*PreparedEnclave, error) {
 	switch err := l.Validate(); {
 	case err != nil:
-		return isolate.Err(isolate.KindLaunchFailed, "direct: %v", err), nil
+		return nil, fmt.Errorf("direct: %w", err)
 	case t.Network == nil:
-		return isolate.Err(isolate.KindLaunchFailed, "direct: an enclave needs its network"), nil
+		return nil, errors.New("direct: an enclave needs its network")
 	case t.Repo != "":
-		return isolate.Err(isolate.KindLaunchFailed, "direct: an enclave binds its seed read-only, never through a writable overlay"), nil
-	case len(job.Argv) == 0:
-		return isolate.Err(isolate.KindLaunchFailed, "direct: an enclave job needs its argv"), nil
+		return nil, errors.New("direct: an enclave binds its seed read-only, never through a writable overlay")
+	case len(argv) == 0:
+		return nil, errors.New("direct: an enclave job needs its argv")
 	}
-	t0 := time.Now()
 	// The job's own argv: init checks that the program exists, and the
 	// enclave's root holds no interpreter.
-	sb, err := r.prepare(ctx, t, slices.Clone(job.Argv), &l)
+	sb, err := r.prepare(ctx, t, slices.Clone(argv), &l)
 	if err != nil {
-		return isolate.Err(isolate.KindLaunchFailed, "prepare enclave: %v", err), nil
+		return nil, fmt.Errorf("prepare enclave: %w", err)
 	}
-	sb.used = true
-	out := sb.exec(ctx, job)
-	out.Timings.Start += time.Since(t0) - out.Timings.Run - out.Timings.Read
+	return &PreparedEnclave{sb: sb, l: l}, nil
+}
+
+// Run writes files (the invocation's, added to the prepared layout's)
+// into the enclave's read-only directory, runs job, whose argv must be
+// the prepared one, reads the result and transcript back as RunEnclave
+// does, and destroys the enclave. Timings.Start counts from Run.
+func (p *PreparedEnclave) Run(ctx context.Context, files []enclave.RootFile, job isolate.Job) (isolate.Outcome, []byte) {
+	return p.run(ctx, files, job, time.Now())
+}
+
+func (p *PreparedEnclave) run(ctx context.Context, files []enclave.RootFile, job isolate.Job, t0 time.Time) (isolate.Outcome, []byte) {
+	p.mu.Lock()
+	taken := p.taken
+	p.taken = true
+	p.mu.Unlock()
+	if taken {
+		return isolate.Err(isolate.KindLaunchFailed, "direct: enclave %s already used", p.sb.id), nil
+	}
+	sb := p.sb
+	l := p.l
+	l.Files = append(slices.Clone(l.Files), files...)
+	var err error
+	switch {
+	case !slices.Equal(job.Argv, sb.argv):
+		err = fmt.Errorf("the enclave was prepared for %q, not %q", sb.argv, job.Argv)
+	case len(files) > 0:
+		// Before the job exists: init still waits to exec it.
+		err = l.StageFiles(filepath.Join(sb.sc.root, enclaveHostDir))
+	}
+	var out isolate.Outcome
 	var transcript []byte
-	if sb.qfd >= 0 {
-		if b, kind, _ := readOutput(sb.qfd, filepath.Join(l.Out, l.Transcript), l.TranscriptBytes); kind == isolate.KindOK {
-			transcript = b
+	if err != nil {
+		out = isolate.Err(isolate.KindLaunchFailed, "direct: %v", err)
+	} else {
+		sb.mu.Lock()
+		sb.used = true
+		sb.mu.Unlock()
+		out = sb.exec(ctx, job)
+		out.Timings.Start += time.Since(t0) - out.Timings.Run - out.Timings.Read
+		if sb.qfd >= 0 {
+			if b, kind, _ := readOutput(sb.qfd, filepath.Join(l.Out, l.Transcript), l.TranscriptBytes); kind == isolate.KindOK {
+				transcript = b
+			}
 		}
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -61,6 +126,19 @@ func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.
 		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("destroy enclave after %s: %v", out.Kind, err), Timings: out.Timings}, nil
 	}
 	return out, transcript
+}
+
+// Destroy destroys the enclave unused (a Run after it fails); after a Run
+// it does nothing.
+func (p *PreparedEnclave) Destroy(ctx context.Context) error {
+	p.mu.Lock()
+	taken := p.taken
+	p.taken = true
+	p.mu.Unlock()
+	if taken {
+		return nil
+	}
+	return p.sb.Destroy(ctx)
 }
 
 // renderEnclave replaces a query's /query and /awf in the container

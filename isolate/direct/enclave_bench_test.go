@@ -13,18 +13,36 @@ import (
 )
 
 // BenchmarkEnclaveOverhead is a bounded agent's start-to-result overhead
-// on direct, without model time: per op, a fresh enclave network, the
-// loop in a fresh enclave answering after two model requests to a local
-// provider that answers at once, the read-back, the teardown of both;
-// minus the time the provider spent answering. A bounded query (the
-// trivial script) runs interleaved in the same op, for the side-by-side
-// medians (ms). The breakdown: network-ms (building and removing the
-// enclave network), sandbox-start-ms (prepare to the loop's exec),
+// on direct, without model time: per op, the enclave network, the loop in
+// a fresh enclave answering after two model requests to a local provider
+// that answers at once, the read-back, the teardown of both; minus the
+// time the provider spent answering. A bounded query (the trivial script)
+// runs interleaved in the same op, for the side-by-side medians (ms).
+//
+// cold builds the network and prepares the sandbox inside the invocation,
+// as the broker does today. prepared builds the network and prepares the
+// sandbox (PrepareEnclave, without the invocation's files) before the
+// invocation starts, as a pool would, and reports that work as ahead-ms,
+// outside the overhead: the invocation writes its files, runs and tears
+// down.
+//
+// The breakdown: network-ms (building, in cold, and removing the enclave
+// network), sandbox-start-ms (prepare, in cold, to the loop's exec),
 // loop-run-ms (the loop's run, model-ms of it the provider's answers) and
 // sandbox-teardown-ms (reading the result and transcript back, destroying
 // the sandbox); each is its own median, so they need not sum to
 // overhead-ms exactly.
 func BenchmarkEnclaveOverhead(b *testing.B) {
+	for _, prepared := range []bool{false, true} {
+		name := "cold"
+		if prepared {
+			name = "prepared"
+		}
+		b.Run(name, func(b *testing.B) { benchEnclave(b, prepared) })
+	}
+}
+
+func benchEnclave(b *testing.B, prepared bool) {
 	ctx := context.Background()
 	f := isolatetest.NewEnclaveFixture(ctx, b)
 	runID := newRunID()
@@ -36,7 +54,7 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 	repo := seedRepo(b)
 	e := newEnv(b)
 	tpl := e.template(b, repo)
-	var agent, overhead, run, model, start, teardown, network, query []time.Duration
+	var agent, overhead, run, model, start, teardown, network, ahead, query []time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
 		n, err := enclave.New(ctx, enclave.Options{RunID: runID, Name: fmt.Sprint(i)})
@@ -45,16 +63,38 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 		}
 		tn := time.Since(t0)
 		p := isolatetest.ServeLoopProvider(n)
+		runner := rt.RunEnclave
+		var prep time.Duration // prepared: PrepareEnclave's time, ahead
+		if prepared {
+			runner = func(ctx context.Context, t isolate.Template, l enclave.Layout, job isolate.Job) (isolate.Outcome, []byte) {
+				files := l.Files
+				l.Files = nil
+				tp := time.Now()
+				pe, err := rt.PrepareEnclave(ctx, t, l, job.Argv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				prep = time.Since(tp)
+				return pe.Run(ctx, files, job)
+			}
+		}
 		tr := time.Now()
-		o, _ := f.Run(ctx, b, runID, n, rt.RunEnclave)
-		call := time.Since(tr)
+		o, _ := f.Run(ctx, b, runID, n, runner)
+		call := time.Since(tr) - prep // the sandbox's share of the invocation
 		p.Close()
 		tc := time.Now()
 		if err := n.Close(); err != nil {
 			b.Fatal(err)
 		}
-		network = append(network, tn+time.Since(tc))
-		d := time.Since(t0)
+		net := time.Since(tc)
+		var before time.Duration // work done ahead of the invocation
+		if prepared {
+			before = tn + prep
+		} else {
+			net += tn
+		}
+		network = append(network, net)
+		d := time.Since(t0) - before
 		if o.Kind != isolate.KindOK {
 			b.Fatalf("enclave: %s: %s %s", o.Kind, o.Detail, o.Stderr)
 		}
@@ -64,6 +104,7 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 		model = append(model, p.Model())
 		start = append(start, o.Timings.Start)
 		teardown = append(teardown, call-o.Timings.Start-o.Timings.Run)
+		ahead = append(ahead, before)
 		t1 := time.Now()
 		q := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
 		query = append(query, time.Since(t1))
@@ -78,5 +119,8 @@ func BenchmarkEnclaveOverhead(b *testing.B) {
 	report(b, "sandbox-start-ms", start)
 	report(b, "sandbox-teardown-ms", teardown)
 	report(b, "network-ms", network)
+	if prepared {
+		report(b, "ahead-ms", ahead)
+	}
 	report(b, "query-ms", query)
 }

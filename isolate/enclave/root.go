@@ -149,8 +149,19 @@ func (l Layout) Stage(dir string) error {
 	if err := mk(rel(l.Out), true); err != nil {
 		return fmt.Errorf("enclave layout: %w", err)
 	}
+	return l.StageFiles(dir)
+}
+
+// StageFiles writes only the layout's Files into dir, read-only: Stage's
+// last step, which a backend that staged the rest ahead (with no Files)
+// takes once the invocation's files are known, before the job runs. dir
+// is the host side, which the job only ever sees read-only.
+func (l Layout) StageFiles(dir string) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
 	for _, f := range l.Files {
-		p := rel(f.Path)
+		p := filepath.Join(dir, f.Path[len(l.Dir):])
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("enclave layout: %w", err)
 		}
