@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/pool"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/proto"
 )
@@ -92,8 +93,8 @@ func (b *battery) runAll(ctx context.Context, probes []Probe, withFilter bool) [
 }
 
 // runProbe runs one probe through the runtime exactly as the broker runs a
-// query: Runtime.Run with the template and the job, then proto's strict
-// parse, validation and canonicalisation of /query/out.
+// query: in a sandbox its warm pool prepared ahead (see run), then proto's
+// strict parse, validation and canonicalisation of /query/out.
 func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) (Result, isolate.Outcome) {
 	res := Result{ID: p.ID, Group: p.Group}
 	t0 := time.Now()
@@ -135,8 +136,9 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 		ino0 = -1
 	}
 	rctx, cancel := context.WithTimeout(ctx, lim.Wall+30*time.Second)
-	out := b.rt.Run(rctx, isolate.Spec{Template: tmpl, Job: job})
+	out, path := b.run(rctx, isolate.Spec{Template: tmpl, Job: job})
 	cancel()
+	res.Path = path
 	ino1, err := hostInodeCounter()
 	if err != nil {
 		ino1 = -1
@@ -177,6 +179,45 @@ func (b *battery) runProbe(ctx context.Context, p Probe, onStart func(pid int)) 
 	res.Status, res.Evidence = b.judge(p, c)
 	res.Millis = time.Since(t0).Milliseconds()
 	return res, out
+}
+
+// run runs one job the way the broker runs a bounded query. A job with the
+// default argv and no network (every battery probe) takes a sandbox that
+// isolate/pool prepared ahead, with its interpreter already started and
+// waiting for the script, and is then handed the script (PathPooled): the
+// report then proves the controls on the path the broker's warm pool uses,
+// not only on a cold Prepare. Any other job (another argv, an enclave) runs
+// through Runtime.Run in a fresh sandbox (PathCold), as the broker runs it.
+//
+// The pool is built for this one job and holds one sandbox, so nothing
+// prepared ahead waits beside the job or the leftover scan that follows it,
+// and the host-side windows around the run (fixture hits, the inode counter,
+// the leftovers) still cover the sandbox's whole life. A pool that cannot
+// prepare ahead, or a take that was not served by the prepared sandbox, is
+// a launch failure and never a silent fallback to the cold path.
+func (b *battery) run(ctx context.Context, s isolate.Spec) (isolate.Outcome, string) {
+	if !isolate.IsDefaultArgv(s.Job.Argv) || s.Template.Network != nil {
+		return b.rt.Run(ctx, s), PathCold
+	}
+	p, err := pool.New(b.rt, 1, []isolate.Template{s.Template})
+	if err != nil {
+		return isolate.Err(isolate.KindLaunchFailed, "warm pool: %v", err), PathPooled
+	}
+	var out isolate.Outcome
+	if _, err := p.Fill(ctx); err != nil {
+		out = isolate.Err(isolate.KindLaunchFailed, "prepare ahead: %v", err)
+	} else {
+		out = p.Run(ctx, s)
+		if st := p.Stats(); st.Warm != 1 || st.Cold != 0 {
+			out = isolate.Err(isolate.KindLaunchFailed, "the warm pool did not serve the sandbox it prepared (warm %d, cold %d)", st.Warm, st.Cold)
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.Close(dctx); err != nil && out.Kind != isolate.KindCleanupFailed {
+		out = isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("close the warm pool after %s: %v", out.Kind, err), Timings: out.Timings}
+	}
+	return out, PathPooled
 }
 
 // judge applies the probe's rule, with the shared handling of outcomes that
@@ -221,7 +262,7 @@ func (b *battery) filterResults(ctx context.Context) []Result {
 		// Still run the job, so the runtime's leftovers are checked, but
 		// the host pid's filter is not the policy.
 		r, _ := b.runProbe(ctx, filterProbe, nil)
-		na := Result{ID: "filter/loaded", Group: "filter", Status: NotApplicable, Evidence: b.traits.filterNA, Kind: r.Kind, Millis: r.Millis}
+		na := Result{ID: "filter/loaded", Group: "filter", Status: NotApplicable, Evidence: b.traits.filterNA, Kind: r.Kind, Millis: r.Millis, Path: r.Path}
 		if r.Status == Fail {
 			na.Status, na.Evidence = Fail, "the filter job failed: "+r.Evidence
 		}
@@ -242,7 +283,7 @@ func (b *battery) filterResults(ctx context.Context) []Result {
 		return []Result{r, dl}
 	}
 	fres, loaded, ok := compareFilter(fr, b.pol, b.arch)
-	fres.Kind, fres.Millis = r.Kind, r.Millis
+	fres.Kind, fres.Millis, fres.Path = r.Kind, r.Millis, r.Path
 	if !ok {
 		dl := Result{ID: "filter/denylist", Group: "filter", Status: Fail, Evidence: "no decoded loaded filter to check"}
 		if fr.done && fr.err == nil && len(fr.progs) == 0 {

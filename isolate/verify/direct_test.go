@@ -42,11 +42,18 @@ func TestDirectPasses(t *testing.T) {
 		assert.Contains(t, []Status{Pass, Warn}, r.Status, "%s: %s", r.ID, r.Evidence)
 	}
 	assert.GreaterOrEqual(t, len(rr.Results), 40)
+	pooled := 0
 	for _, r := range rr.Results {
 		if r.ID == "ctl/python" {
 			assert.Positive(t, r.Millis, "a probe reports how long it took")
 		}
+		if r.Kind != "" {
+			// Every probe ran in a sandbox the warm pool prepared ahead.
+			assert.Equal(t, PathPooled, r.Path, r.ID)
+			pooled++
+		}
 	}
+	assert.Equal(t, len(Battery())+1, pooled, "every probe and the filter job ran pooled")
 	if t.Failed() {
 		t.Log("\n" + txt.String())
 	}
@@ -129,6 +136,9 @@ func TestWeakenedConfigurationsFail(t *testing.T) {
 				r, ok := got[id]
 				require.True(t, ok, "%s did not run", id)
 				assert.Equal(t, Fail, r.Status, "%s must fail with %s: %s", id, tc.name, r.Evidence)
+				if id != "filter/denylist" {
+					assert.Equal(t, PathPooled, r.Path, "%s failed on the warm pool's path", id)
+				}
 			}
 			// The leftover checks still hold: weakening a control must not
 			// make the runtime leak.

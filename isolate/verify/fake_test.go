@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -27,13 +28,40 @@ type fakeRuntime struct {
 	h        isolate.HostConfig
 	probeErr error
 	respond  func(r *fakeRuntime, p Probe, s isolate.Spec) isolate.Outcome
+	// prepareErr fails every Prepare; prepared and ran count Prepares and
+	// the jobs a prepared sandbox ran.
+	prepareErr    error
+	prepared, ran int
 }
 
 func (f *fakeRuntime) Name() string                    { return f.name }
 func (f *fakeRuntime) Probe(ctx context.Context) error { return f.probeErr }
 func (f *fakeRuntime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	return nil, errors.New("fake: use Run")
+	if f.prepareErr != nil {
+		return nil, f.prepareErr
+	}
+	f.prepared++
+	return &fakeSandbox{f: f, t: t}, nil
 }
+
+// fakeSandbox is what the warm pool prepares ahead from a fakeRuntime: its
+// one Exec answers like Run.
+type fakeSandbox struct {
+	f    *fakeRuntime
+	t    isolate.Template
+	used bool
+}
+
+func (s *fakeSandbox) Exec(ctx context.Context, j isolate.Job) isolate.Outcome {
+	if s.used {
+		return isolate.Err(isolate.KindLaunchFailed, "fake: sandbox already used")
+	}
+	s.used = true
+	s.f.ran++
+	return s.f.Run(ctx, isolate.Spec{Template: s.t, Job: j})
+}
+
+func (s *fakeSandbox) Destroy(context.Context) error   { return nil }
 func (f *fakeRuntime) Sweep(ctx context.Context) error { return nil }
 func (f *fakeRuntime) Usable() error                   { return nil }
 func (f *fakeRuntime) Close() error                    { return nil }
@@ -105,6 +133,41 @@ func TestFakeBatteryPasses(t *testing.T) {
 		assert.Equal(t, Pass, r.Status, "%s: %s", id, r.Evidence)
 	}
 	assert.Equal(t, Pass, rep.Runtimes[0].Status)
+}
+
+// TestFakeProbesRunPooled proves that every probe runs in a sandbox the warm
+// pool prepared ahead, and that a pool that cannot prepare one fails the
+// probe instead of falling back to a cold run.
+func TestFakeProbesRunPooled(t *testing.T) {
+	f := &fakeRuntime{respond: passing}
+	rep := runFake(t, f, everyProbe)
+	n := 0
+	for _, r := range rep.Runtimes[0].Results {
+		if r.Kind == "" {
+			assert.Empty(t, r.Path, "%s is a runtime check, not a sandbox", r.ID)
+			continue
+		}
+		n++
+		assert.Equal(t, PathPooled, r.Path, r.ID)
+	}
+	assert.Equal(t, len(Battery()), n, "every probe ran")
+	assert.Equal(t, n, f.prepared, "one prepared sandbox per probe")
+	assert.Equal(t, n, f.ran, "each ran its probe in the sandbox prepared for it")
+	var text strings.Builder
+	require.NoError(t, rep.WriteText(&text))
+	assert.Contains(t, text.String(), fmt.Sprintf("path: pooled (%d probes)\n", n))
+
+	broken := &fakeRuntime{respond: passing, prepareErr: errors.New("no sandbox")}
+	rep = runFake(t, broken, everyProbe)
+	for _, p := range Battery() {
+		r := results(rep)[p.ID]
+		assert.Equal(t, Fail, r.Status, p.ID)
+		if p.exampleKind == "" {
+			assert.Contains(t, r.Evidence, "prepare ahead", p.ID)
+		}
+		assert.Equal(t, PathPooled, r.Path, p.ID)
+	}
+	assert.Zero(t, broken.ran, "nothing ran cold")
 }
 
 func TestFakeBrokenSandboxFailsEverything(t *testing.T) {

@@ -156,6 +156,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, " (%s, %.1f s)\n", summaryText(r.Summary), float64(r.Millis)/1000)
+		if p := pathText(r.Results); p != "" {
+			fmt.Fprintf(tw, "path: %s\n", p)
+		}
 		fmt.Fprintf(tw, "STATUS\tPROBE\tEVIDENCE\n")
 		for _, x := range r.Results {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", x.Status, x.ID, oneLine(x.Evidence))
@@ -170,6 +173,27 @@ func (rep *Report) WriteText(w io.Writer) error {
 		return fmt.Errorf("verify: write report: %w", err)
 	}
 	return nil
+}
+
+// pathText counts the results by the path their sandbox took, pooled
+// first: "pooled (81 probes)" or "pooled (80 probes), cold (1 probe)".
+func pathText(rs []Result) string {
+	n := map[string]int{}
+	for _, x := range rs {
+		if x.Path != "" {
+			n[x.Path]++
+		}
+	}
+	var parts []string
+	for _, p := range []string{PathPooled, PathCold} {
+		switch {
+		case n[p] == 1:
+			parts = append(parts, p+" (1 probe)")
+		case n[p] > 1:
+			parts = append(parts, fmt.Sprintf("%s (%d probes)", p, n[p]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // summaryText renders verdict counts in a fixed order.

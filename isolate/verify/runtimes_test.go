@@ -34,7 +34,10 @@ func runOther(t *testing.T, name string, h isolate.HostConfig) map[string]Result
 	got := map[string]Result{}
 	for _, r := range rr.Results {
 		got[r.ID] = r
-		t.Logf("%-7s %-22s %s", r.Status, r.ID, r.Evidence)
+		t.Logf("%-7s %-22s %-6s %s", r.Status, r.ID, r.Path, r.Evidence)
+		if r.Kind != "" {
+			assert.Equal(t, PathPooled, r.Path, "%s in %s ran in a sandbox the warm pool prepared ahead", r.ID, name)
+		}
 	}
 	for _, id := range []string{"ctl/python", "ctl/repo-view", "net/interfaces", "priv/ids", "priv/unshare-userns", "fs/write-root", "limit/timeout",
 		"leftover/processes", "leftover/cgroups", "leftover/mounts", "leftover/state", "fs/seed-unchanged"} {

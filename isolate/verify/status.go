@@ -61,4 +61,15 @@ type Result struct {
 	Answer string `json:"answer,omitempty"`
 	// Millis is how long the probe took end to end, for probes.
 	Millis int64 `json:"ms,omitempty"`
+	// Path is how a probe's sandbox was made: PathPooled or PathCold.
+	Path string `json:"path,omitempty"`
 }
+
+// The paths a probe's sandbox can take (Result.Path).
+const (
+	// PathPooled is a sandbox isolate/pool prepared ahead, its interpreter
+	// started and waiting, then handed the script: the broker's warm path.
+	PathPooled = "pooled"
+	// PathCold is a sandbox prepared by Runtime.Run for the job itself.
+	PathCold = "cold"
+)
