@@ -42,9 +42,11 @@ const isolateVerifyUsage = `usage: awf isolate verify [--runtime NAME|all]... [-
 
 Checks this host (kernel, cgroup mode, overlayfs, seccomp, openat2, user
 namespaces, runsc, Docker, CI hazards) and runs the escape and limit battery
-inside each runtime through the same code path as a real query, reads the
-seccomp filter loaded in a live sandbox and compares it with the golden table
-of the policy, and checks that nothing is left after each probe.
+inside each runtime through the same code path as a real query (a sandbox
+the warm pool prepared ahead, then handed the script; each result says its
+path), reads the seccomp filter loaded in a live sandbox and compares it with
+the golden table of the policy, and checks that nothing is left after each
+probe.
 
 Every report is pinned: awf version and commit, kernel, distribution,
 libseccomp, libcontainer, runsc, Docker Engine and the rootfs's Python

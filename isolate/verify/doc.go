@@ -2,7 +2,8 @@
 // holds: it checks the host (kernel, cgroup mode, overlayfs, seccomp, openat2,
 // user namespaces, runsc, Docker and CI hazards), runs a battery of escape and
 // limit probes inside each requested runtime through the same code path as a
-// real query, reads the seccomp filter that is actually loaded in a live
+// real query (a sandbox isolate/pool prepared ahead, then handed the script,
+// as the broker's warm pool serves it), reads the seccomp filter that is actually loaded in a live
 // sandbox and compares it with the golden decision table of the policy in use,
 // and checks that nothing is left behind after each probe.
 //
