@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // Phases of a run at which a process is killed.
@@ -37,6 +39,14 @@ func scriptFor(phase string) string {
 // reach waits until run r of runID is at phase.
 func reach(t *testing.T, r *run, runID, phase string) {
 	t.Helper()
+	reachOn(t, nil, r, runID, phase)
+}
+
+// reachOn is reach for a run on e (nil: not docker): mid-query on docker
+// is when a container of the run runs on the Engine (its processes are in
+// the Engine's cgroups, not the run's).
+func reachOn(t *testing.T, e *engine, r *run, runID, phase string) {
+	t.Helper()
 	switch phase {
 	case phaseStaging:
 		r.waitStderr(t, "awf: staging")
@@ -44,25 +54,106 @@ func reach(t *testing.T, r *run, runID, phase string) {
 		r.waitStdout(t, "started")
 	case phaseMidQuery:
 		r.waitStdout(t, "started")
-		waitSandbox(t, runID)
+		if e == nil {
+			waitSandbox(t, runID)
+			return
+		}
+		require.Eventually(t, func() bool {
+			for _, c := range containers(t, e.sock, runID) {
+				if strings.HasSuffix(c, " running") {
+					return true
+				}
+			}
+			return false
+		}, time.Minute, 10*time.Millisecond, "no running container of run %s", runID)
 	case phaseTeardown:
 		r.waitStdout(t, "bye")
 	}
+}
+
+// killRuntimes are the runtimes of a kill case: allRuntimes. For docker
+// the test function's private Engine, started once and shared by its
+// subtests (each Engine start costs seconds), is engineOf's.
+type killRuntimes struct {
+	rts    []string
+	parent *testing.T
+	e      *engine
+}
+
+func newKillRuntimes(t *testing.T) *killRuntimes {
+	return &killRuntimes{rts: allRuntimes(t), parent: t}
+}
+
+// engineOf is the private Engine for rt docker (started on first use by
+// subtest t, stopped when the test function ends), nil for any other
+// runtime.
+func (k *killRuntimes) engineOf(t *testing.T, rt string) *engine {
+	t.Helper()
+	if rt != "docker" {
+		return nil
+	}
+	if k.e == nil {
+		// allRuntimes found dockerd: newEngine does not skip, it only
+		// registers the Engine's stop with the test function.
+		e := newEngine(k.parent)
+		e.script(t, "start")
+		k.e = e
+	}
+	return k.e
+}
+
+// killConfig is writeConfig, on e's Engine for docker.
+func killConfig(t *testing.T, rt string, e *engine) string {
+	t.Helper()
+	b := map[string]any{
+		"enabled":      true,
+		"runtime":      rt,
+		"timeout":      30,
+		"privateRepos": []map[string]any{{"repo": "demo/app", "sensitivity": "internal", "source": repoDir}},
+		"rootfs":       map[string]any{"path": rootfsDir, "digest": rootfsHash},
+	}
+	if e != nil {
+		b["dockerSocket"] = e.sock
+	}
+	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
+}
+
+// assertNoContainers fails unless, within leftoverBound of since, no
+// container labelled with run runID is left on e (nil: nothing to check).
+func assertNoContainers(t *testing.T, e *engine, runID string, since time.Time) {
+	t.Helper()
+	if e == nil {
+		return
+	}
+	var left []string
+	for {
+		if left = containers(t, e.sock, runID); len(left) == 0 {
+			return
+		}
+		if time.Since(since) > leftoverBound {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("containers of run %s left on the Engine %v after the fault:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 }
 
 // TestKillAwfRun: kill -9 of awf run at each phase leaves nothing of the
 // run after 2 s (the watchdog reclaims it), the agent saw canonical bytes
 // only, and the audit was archived with what the broker recorded.
 func TestKillAwfRun(t *testing.T) {
-	for _, rt := range runtimes(t) {
+	k := newKillRuntimes(t)
+	for _, rt := range k.rts {
 		for _, phase := range []string{phaseStaging, phaseReady, phaseMidQuery, phaseTeardown} {
 			t.Run(rt+"/"+phase, func(t *testing.T) {
-				r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phase)))
+				e := k.engineOf(t, rt)
+				r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phase)))
 				id := r.runID(t)
-				reach(t, r, id, phase)
+				reachOn(t, e, r, id, phase)
 				killed := time.Now()
 				require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
 				assertNothingLeft(t, id, killed)
+				assertNoContainers(t, e, id, killed)
 				r.wait(t, 10*time.Second)
 				assertCanonical(t, r.stdout.String(), "started", "bye")
 				assert.NotContains(t, r.stdout.String(), "Q ", "the killed run answered a query")
@@ -90,17 +181,21 @@ func TestKillAwfRun(t *testing.T) {
 // cgroups); the agent sees the canonical error, goes on, and its end tears
 // everything down.
 func TestKillBroker(t *testing.T) {
-	for _, rt := range runtimes(t) {
+	k := newKillRuntimes(t)
+	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
-			r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phaseMidQuery)))
+			e := k.engineOf(t, rt)
+			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
 			id := r.runID(t)
-			reach(t, r, id, phaseMidQuery)
+			reachOn(t, e, r, id, phaseMidQuery)
 			pid := findProc(t, id, regexp.MustCompile(`awf broker --serve `))
 			killed := time.Now()
 			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 			assertNoSandbox(t, id, killed)
+			assertNoContainers(t, e, id, killed)
 			r.wait(t, time.Minute)
 			assertNothingLeft(t, id, time.Now())
+			assertNoContainers(t, e, id, time.Now())
 			out := r.stdout.String()
 			assertCanonical(t, out, "started", "after")
 			assert.Contains(t, out, "Q "+errorEnv+"\n")
@@ -197,11 +292,13 @@ func assertNoSandbox(t *testing.T, runID string, since time.Time) {
 // included), its sandbox's mounts and cgroups in every hierarchy, its
 // private root and ingress directory — whatever the runtime of either.
 func TestStartupSweepWithoutWatchdog(t *testing.T) {
-	for _, rt := range runtimes(t) {
+	k := newKillRuntimes(t)
+	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
-			r := startRun(t, writeConfig(t, rt, 0), agentScript(t, scriptFor(phaseMidQuery)))
+			e := k.engineOf(t, rt)
+			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
 			id := r.runID(t)
-			reach(t, r, id, phaseMidQuery)
+			reachOn(t, e, r, id, phaseMidQuery)
 			wd := findProc(t, id, regexp.MustCompile(`run --watchdog `))
 			require.NoError(t, syscall.Kill(wd, syscall.SIGKILL))
 			require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
@@ -217,6 +314,7 @@ func TestStartupSweepWithoutWatchdog(t *testing.T) {
 			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
 			assert.Contains(t, next.stderr.String(), "reclaimed 1 run")
 			assertNothingLeft(t, id, time.Now())
+			assertNoContainers(t, e, id, time.Now())
 			assertNothingLeft(t, next.runIDAfter(t), time.Now())
 		})
 	}
