@@ -208,18 +208,25 @@ func TestKillBroker(t *testing.T) {
 // TestKillAgentShim: kill -9 of the agent shim (pid 1 of the agent's pid
 // namespace) ends every agent process; awf run tears down at once.
 func TestKillAgentShim(t *testing.T) {
-	r := startRun(t, writeConfig(t, "direct", 0), agentScript(t, scriptFor(phaseReady)))
-	id := r.runID(t)
-	reach(t, r, id, phaseReady)
-	pid := findProc(t, id, regexp.MustCompile(`run --agent-shim `))
-	killed := time.Now()
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	assertNothingLeft(t, id, killed)
-	assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
-	assertCanonical(t, r.stdout.String(), "started")
-	ev := events(audit(t, id))
-	assert.Contains(t, ev, "shutdown")
-	assert.NotContains(t, ev, "shutdown-cleanup-failed")
+	k := newKillRuntimes(t)
+	for _, rt := range k.rts {
+		t.Run(rt, func(t *testing.T) {
+			e := k.engineOf(t, rt)
+			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseReady)))
+			id := r.runID(t)
+			reach(t, r, id, phaseReady)
+			pid := findProc(t, id, regexp.MustCompile(`run --agent-shim `))
+			killed := time.Now()
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			assertNothingLeft(t, id, killed)
+			assertNoContainers(t, e, id, killed)
+			assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
+			assertCanonical(t, r.stdout.String(), "started")
+			ev := events(audit(t, id))
+			assert.Contains(t, ev, "shutdown")
+			assert.NotContains(t, ev, "shutdown-cleanup-failed")
+		})
+	}
 }
 
 // TestKillRunsc: kill -9 of the gVisor sandbox mid-query: the agent gets
@@ -252,20 +259,27 @@ func TestKillRunsc(t *testing.T) {
 // the running query is killed, awf exits within 5 s with one message line,
 // the audit records "cancelled" and no failure, and nothing is left.
 func TestCancelMidQuery(t *testing.T) {
-	r := startRun(t, writeConfig(t, "direct", 0), agentScript(t, scriptFor(phaseMidQuery)))
-	id := r.runID(t)
-	reach(t, r, id, phaseMidQuery)
-	sent := time.Now()
-	require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM))
-	code := r.wait(t, 5*time.Second)
-	t.Logf("awf run exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
-	assertNothingLeft(t, id, time.Now())
-	assert.Equal(t, 1, strings.Count(r.stderr.String(), "awf: interrupted"), r.stderr.String())
-	assert.NotEqual(t, 0, code)
-	assertCanonical(t, r.stdout.String(), "started", "after")
-	ev := events(audit(t, id))
-	assert.Contains(t, ev, "cancelled")
-	assert.NotContains(t, ev, "shutdown-cleanup-failed")
+	k := newKillRuntimes(t)
+	for _, rt := range k.rts {
+		t.Run(rt, func(t *testing.T) {
+			e := k.engineOf(t, rt)
+			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
+			id := r.runID(t)
+			reachOn(t, e, r, id, phaseMidQuery)
+			sent := time.Now()
+			require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM))
+			code := r.wait(t, 5*time.Second)
+			t.Logf("awf run exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+			assertNothingLeft(t, id, time.Now())
+			assertNoContainers(t, e, id, time.Now())
+			assert.Equal(t, 1, strings.Count(r.stderr.String(), "awf: interrupted"), r.stderr.String())
+			assert.NotEqual(t, 0, code)
+			assertCanonical(t, r.stdout.String(), "started", "after")
+			ev := events(audit(t, id))
+			assert.Contains(t, ev, "cancelled")
+			assert.NotContains(t, ev, "shutdown-cleanup-failed")
+		})
+	}
 }
 
 // assertNoSandbox fails unless, within leftoverBound of since, no process
