@@ -103,7 +103,7 @@ func (k *killRuntimes) engineOf(t *testing.T, rt string) *engine {
 }
 
 // killConfig is writeConfig, on e's Engine for docker.
-func killConfig(t *testing.T, rt string, e *engine) string {
+func killConfig(t *testing.T, rt string, e *engine, maxInvocations int) string {
 	t.Helper()
 	b := map[string]any{
 		"enabled":      true,
@@ -111,6 +111,9 @@ func killConfig(t *testing.T, rt string, e *engine) string {
 		"timeout":      30,
 		"privateRepos": []map[string]any{{"repo": "demo/app", "sensitivity": "internal", "source": repoDir}},
 		"rootfs":       map[string]any{"path": rootfsDir, "digest": rootfsHash},
+	}
+	if maxInvocations > 0 {
+		b["maxInvocations"] = maxInvocations
 	}
 	if e != nil {
 		b["dockerSocket"] = e.sock
@@ -147,7 +150,7 @@ func TestKillAwfRun(t *testing.T) {
 		for _, phase := range []string{phaseStaging, phaseReady, phaseMidQuery, phaseTeardown} {
 			t.Run(rt+"/"+phase, func(t *testing.T) {
 				e := k.engineOf(t, rt)
-				r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phase)))
+				r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phase)))
 				id := r.runID(t)
 				reachOn(t, e, r, id, phase)
 				killed := time.Now()
@@ -185,7 +188,7 @@ func TestKillBroker(t *testing.T) {
 	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
 			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
+			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
 			id := r.runID(t)
 			reachOn(t, e, r, id, phaseMidQuery)
 			pid := findProc(t, id, regexp.MustCompile(`awf broker --serve `))
@@ -212,7 +215,7 @@ func TestKillAgentShim(t *testing.T) {
 	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
 			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseReady)))
+			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseReady)))
 			id := r.runID(t)
 			reach(t, r, id, phaseReady)
 			pid := findProc(t, id, regexp.MustCompile(`run --agent-shim `))
@@ -263,7 +266,7 @@ func TestCancelMidQuery(t *testing.T) {
 	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
 			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
+			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
 			id := r.runID(t)
 			reachOn(t, e, r, id, phaseMidQuery)
 			sent := time.Now()
@@ -310,7 +313,7 @@ func TestStartupSweepWithoutWatchdog(t *testing.T) {
 	for _, rt := range k.rts {
 		t.Run(rt, func(t *testing.T) {
 			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e), agentScript(t, scriptFor(phaseMidQuery)))
+			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
 			id := r.runID(t)
 			reachOn(t, e, r, id, phaseMidQuery)
 			wd := findProc(t, id, regexp.MustCompile(`run --watchdog `))
