@@ -120,8 +120,9 @@ func assertNothingLeftOn(t *testing.T, rt, runID string, since time.Time) {
 var regexpBroker = regexp.MustCompile(`awf broker --serve `)
 
 // sandboxEntry matches the name of a sandbox's entry under a private root
-// and captures the sandbox's run-id-and-number part.
-var sandboxEntry = regexp.MustCompile(`([0-9a-f]{32}-(?:[0-9]+|[0-9a-f]{16}))(?:\.json)?$`)
+// and captures the sandbox's run-id-and-number part: direct's
+// <run>-<instance>-<n>, gvisor's and docker's <run>-<16 hex>.
+var sandboxEntry = regexp.MustCompile(`([0-9a-f]{32}-(?:[0-9a-f]{8}-[0-9]+|[0-9a-f]{16}|[0-9]+))(?:\.json)?$`)
 
 // startRunPrivate starts awf run like startRun, but in a private mount
 // namespace where mountPrivate (a shell line, "" for none) runs first: a
