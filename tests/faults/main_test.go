@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/tests/fixture"
@@ -168,7 +169,7 @@ func (r *run) wait(t *testing.T, d time.Duration) int {
 func (r *run) runID(t *testing.T) string {
 	t.Helper()
 	var id string
-	require.Eventually(t, func() bool {
+	found := assert.Eventually(t, func() bool {
 		for _, p := range procs() {
 			cl := cmdline(p)
 			if i := strings.Index(cl, "run --watchdog "); i >= 0 && ppid(p) == r.cmd.Process.Pid {
@@ -178,8 +179,29 @@ func (r *run) runID(t *testing.T) string {
 			}
 		}
 		return false
-	}, 30*time.Second, 10*time.Millisecond, "no watchdog for awf run\n%s", r.stderr.String())
+	}, 30*time.Second, 10*time.Millisecond, "no watchdog for awf run")
+	if !found {
+		// Its stderr as of now, not as of the call: what awf run said
+		// while it did not start its watchdog.
+		t.Fatalf("awf run (pid %d) started no watchdog in 30 s; its stderr so far:\n%s\nits threads' wait channels: %s", r.cmd.Process.Pid, r.stderr.String(), waitChans(r.cmd.Process.Pid))
+	}
 	return id
+}
+
+// waitChans names where each thread of pid sleeps in the kernel, and the
+// private roots present, for a run that is stuck before its watchdog.
+func waitChans(pid int) string {
+	var b strings.Builder
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ents {
+		w, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, e.Name()))
+		fmt.Fprintf(&b, "%s:%s ", e.Name(), w)
+	}
+	roots, _ := os.ReadDir(privateBase)
+	for _, r := range roots {
+		fmt.Fprintf(&b, "\n  root %s", r.Name())
+	}
+	return b.String()
 }
 
 // runIDAfter returns the run id of a run that has ended, from the audit
