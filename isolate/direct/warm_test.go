@@ -2,6 +2,7 @@ package direct_test
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +19,12 @@ import (
 	"github.com/awf-project/awf/isolate"
 )
 
+// observeScript is embedded, not read from the working directory: the
+// cgroup v2 VM runs this package's compiled test binary from elsewhere.
+//
+//go:embed testdata/observe.py
+var observeScript []byte
+
 // TestPreparedAheadLooksCold runs one observation script (testdata/
 // observe.py: loaded modules, argv, descriptors, environment, cwd,
 // rlimits, credentials, umask, signal dispositions, sys.flags and more) in
@@ -25,8 +32,7 @@ import (
 // wants the same observations from both.
 func TestPreparedAheadLooksCold(t *testing.T) {
 	e := newEnv(t)
-	script, err := os.ReadFile("testdata/observe.py")
-	require.NoError(t, err)
+	script := observeScript
 	tpl := e.template(t, seedRepo(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
