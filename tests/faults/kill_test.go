@@ -102,7 +102,8 @@ func (k *killRuntimes) engineOf(t *testing.T, rt string) *engine {
 	return k.e
 }
 
-// killConfig is writeConfig, on e's Engine for docker.
+// killConfig writes an awf config for runtime rt, on e's Engine for
+// docker (nil: no dockerSocket, the default Engine, as writeConfig).
 func killConfig(t *testing.T, rt string, e *engine, maxInvocations int) string {
 	t.Helper()
 	b := map[string]any{

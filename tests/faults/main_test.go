@@ -81,20 +81,11 @@ func setup(m *testing.M) int {
 	return m.Run()
 }
 
-// writeConfig writes an awf config for runtime rt.
+// writeConfig writes an awf config for runtime rt (killConfig without a
+// private Engine).
 func writeConfig(t *testing.T, rt string, maxInvocations int) string {
 	t.Helper()
-	b := map[string]any{
-		"enabled":      true,
-		"runtime":      rt,
-		"timeout":      30,
-		"privateRepos": []map[string]any{{"repo": "demo/app", "sensitivity": "internal", "source": repoDir}},
-		"rootfs":       map[string]any{"path": rootfsDir, "digest": rootfsHash},
-	}
-	if maxInvocations > 0 {
-		b["maxInvocations"] = maxInvocations
-	}
-	return fixture.WriteConfig(t, t.TempDir(), b, agentUser)
+	return killConfig(t, rt, nil, maxInvocations)
 }
 
 // agentScript writes a shell script the agent user can run.
