@@ -32,15 +32,7 @@ func startServer(t *testing.T, maxInv int) *testServer {
 	tb.rt.outcome = func(s isolate.Spec) isolate.Outcome {
 		return isolate.Outcome{Kind: isolate.KindOK, Output: s.Job.Script}
 	}
-	sockDir, err := os.MkdirTemp("", "awf-sock-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "broker.sock")
-	ln, err := ListenUnix(sock, os.Getuid(), os.Getgid())
-	require.NoError(t, err)
-	srv := NewServer(tb.b, tb.b.o.Audit)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	srv, sock, done := serveOn(t, tb.b)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -48,6 +40,22 @@ func startServer(t *testing.T, maxInv int) *testServer {
 		assert.NoError(t, <-done)
 	})
 	return &testServer{testBroker: tb, srv: srv, sock: sock}
+}
+
+// serveOn serves b on a fresh socket of its own; done receives Serve's
+// result once the caller has shut srv down.
+func serveOn(t *testing.T, b *Broker) (srv *Server, sock string, done chan error) {
+	t.Helper()
+	sockDir, err := os.MkdirTemp("", "awf-sock-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock = filepath.Join(sockDir, "broker.sock")
+	ln, err := ListenUnix(sock, os.Getuid(), os.Getgid())
+	require.NoError(t, err)
+	srv = NewServer(b, b.o.Audit)
+	done = make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	return srv, sock, done
 }
 
 // curlRequest builds a request byte for byte as the reference wrapper's curl
