@@ -102,6 +102,9 @@ func writeConfig(t *testing.T, dir, runtime, dockerSocket string, repos []secret
 	if dockerSocket != "" {
 		b["dockerSocket"] = dockerSocket
 	}
+	if *warmPool >= 0 {
+		b["warmPool"] = *warmPool
+	}
 	return fixture.WriteConfig(t, dir, b, agentUser)
 }
 
@@ -127,6 +130,13 @@ var (
 	runLimit   = flag.Duration("channels.runlimit", 0, "limit on one `awf run` (0: 8m, 25m with -channels.long)")
 	queryLimit = flag.Duration("channels.querylimit", 120*time.Second, "limit on one bounded query of the agent")
 )
+
+// warmPool sets boundedQueries.warmPool for every run (-1: the config's
+// default, so the suite's receivers run pooled as a default install does).
+// In the emulated cgroup v2 VM a gvisor refill passes 60 s and is held to
+// the 600 s bucket on the lane, so a pooled counters run there takes about
+// twice as long as a cold one; 0 measures the cold path there.
+var warmPool = flag.Int("channels.warmpool", -1, "boundedQueries.warmPool for every run (-1: the default)")
 
 // runAgent runs `awf run --config cfg -- python3 agent.py plan.json` and
 // returns the agent's reports. evict is called each time the agent asks.
