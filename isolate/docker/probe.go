@@ -10,14 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/workspace"
+	"github.com/awf-project/awf/isolate/trial"
 )
 
-const (
-	probeWall = 60 * time.Second
-	probeExit = 42
-)
+// probeWall bounds the trial container's run.
+const probeWall = 60 * time.Second
 
 // engineInfo is the part of GET /info the probe checks.
 type engineInfo struct {
@@ -116,16 +113,7 @@ func (r *Runtime) trial(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	prog, err := workspace.ProbeProgram(probeExit)
-	if err != nil {
-		return err
-	}
-	for _, d := range []string{"proc", "dev", "tmp", "query", "query/repo", "awf"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			return err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "probe"), prog, 0o555); err != nil {
+	if err := trial.BuildRoot(root); err != nil {
 		return err
 	}
 	// Fixed times make the probe layer, and so its tag, stable.
@@ -145,22 +133,9 @@ func (r *Runtime) trial(ctx context.Context) error {
 		"defaultAction": "SCMP_ACT_ALLOW",
 		"syscalls":      []map[string]any{{"names": []string{"ptrace", "unshare", "setns", "mount"}, "action": "SCMP_ACT_KILL_PROCESS"}},
 	})
-	l := isolate.DefaultLimits()
-	l.Wall = probeWall
-	l.MemoryBytes = 64 << 20
-	l.Pids = 16
-	sb, err := r.prepare(ctx, isolate.Template{RunID: r.runID, Limits: l}, image, "seccomp="+string(prof), nil)
+	sb, err := r.prepare(ctx, trial.Template(r.runID, probeWall), image, "seccomp="+string(prof), nil)
 	if err != nil {
 		return err
 	}
-	o := sb.Exec(ctx, isolate.Job{InvocationID: "probe", Argv: []string{"/probe"}})
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	defer dcancel()
-	if err := sb.Destroy(dctx); err != nil {
-		return err
-	}
-	if o.Kind != isolate.KindNonzeroExit || o.ExitCode != probeExit {
-		return fmt.Errorf("probe container gave %s (exit %d): %s", o.Kind, o.ExitCode, o.Detail)
-	}
-	return nil
+	return trial.Run(ctx, sb, callTimeout)
 }

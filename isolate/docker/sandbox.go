@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -37,11 +38,9 @@ type sandbox struct {
 	root     string
 	rootDirs []string
 
-	mu         sync.Mutex
-	used       bool
-	id         string // container id once created
-	destroyed  bool
-	destroyErr error
+	life isolate.SingleUse
+	mu   sync.Mutex
+	id   string // container id once created
 }
 
 // containerState is the part of the container inspect reply the backend reads.
@@ -58,13 +57,9 @@ type containerState struct {
 // Exec creates, starts and waits for the job's container and returns its
 // typed outcome.
 func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
-	s.mu.Lock()
-	if s.used || s.destroyed {
-		s.mu.Unlock()
+	if !s.life.Use() {
 		return isolate.Err(isolate.KindLaunchFailed, "docker: sandbox already used")
 	}
-	s.used = true
-	s.mu.Unlock()
 
 	t0 := time.Now()
 	if err := s.create(ctx, job); err != nil {
@@ -91,31 +86,15 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 
 // create writes the script and creates the labelled container.
 func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
-	invID := job.InvocationID
-	if invID == "" {
-		invID = "sandbox-" + s.ws.Journal.SandboxID
-	}
-	if err := workspace.ValidID("invocation", invID); err != nil {
-		return err
-	}
-	argv := job.Argv
-	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
-	}
-	s.ws.Journal.InvocationID = invID
-	if err := s.ws.WriteJournal(); err != nil {
+	invID, err := s.ws.RecordInvocation(job.InvocationID)
+	if err != nil {
 		return err
 	}
 	if err := s.ws.WriteScript(job.Script); err != nil {
 		return err
 	}
-	dt := s.t
-	if dt.Policy == nil {
-		// Only the probe's trial has no policy: it brings its own filter
-		// in s.seccomp, so the description names none.
-		dt.Weaken.NoSeccomp = true
-	}
-	desc, err := isolate.Describe(dt, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: s.r.cpus})
+	// The filter is s.seccomp, rendered by Prepare (or the trial's own).
+	desc, err := trial.Describe(s.t, job.Argv, s.r.cpus)
 	if err != nil {
 		return err
 	}
@@ -294,26 +273,16 @@ func demux(r io.Reader, stdout, stderr io.Writer) {
 // Destroy force-removes the container and removes the workspace. It is
 // idempotent. A failure marks the runtime unusable.
 func (s *sandbox) Destroy(ctx context.Context) error {
-	s.mu.Lock()
-	if s.destroyed {
-		err := s.destroyErr
-		s.mu.Unlock()
-		return err
-	}
-	s.destroyed = true
-	s.mu.Unlock()
-	var errs []error
-	if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
-		errs = append(errs, err)
-	}
-	if err := workspace.Remove(ctx, s.ws.Dir); err != nil {
-		errs = append(errs, err)
-	}
-	err := s.r.books.Destroyed(s.name, errors.Join(errs...))
-	s.mu.Lock()
-	s.destroyErr = err
-	s.mu.Unlock()
-	return err
+	return s.life.Destroy(func() error {
+		var errs []error
+		if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
+			errs = append(errs, err)
+		}
+		if err := workspace.Remove(ctx, s.ws.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		return s.r.books.Destroyed(s.name, errors.Join(errs...))
+	})
 }
 
 // removeContainer force-removes a container by name or id; a missing one is

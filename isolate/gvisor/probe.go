@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -22,7 +21,6 @@ import (
 const (
 	kvmProbeWall    = 3 * time.Second
 	ptraceProbeWall = 30 * time.Second
-	probeExit       = 42
 )
 
 // Probe proves that runsc works here: the binary runs, it supports
@@ -140,27 +138,15 @@ func checkSwap() error {
 
 // trial runs the probe container on platform p.
 func (r *Runtime) trial(ctx context.Context, p string, wall time.Duration) error {
-	l := isolate.DefaultLimits()
-	l.Wall = wall
-	l.MemoryBytes = 64 << 20
-	l.Pids = 16
-	t := isolate.Template{RunID: r.runID, Limits: l}
 	prev := r.currentPlatform()
 	r.setPlatform(p)
 	defer r.setPlatform(prev)
-	sb, err := r.prepare(ctx, t, probeSeccomp(), buildProbeRoot)
+	sb, err := r.prepare(ctx, trial.Template(r.runID, wall), probeSeccomp(), buildProbeRoot)
 	if err != nil {
 		return err
 	}
-	o := sb.Exec(ctx, isolate.Job{InvocationID: "probe", Argv: []string{"/probe"}})
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	derr := sb.Destroy(dctx)
-	if derr != nil {
-		return derr
-	}
-	if o.Kind != isolate.KindNonzeroExit || o.ExitCode != probeExit {
-		return fmt.Errorf("platform %s: probe container gave %s (exit %d): %s %s", p, o.Kind, o.ExitCode, o.Detail, bytes.TrimSpace(o.Stderr))
+	if err := trial.Run(ctx, sb, 10*time.Second); err != nil {
+		return fmt.Errorf("platform %s: %w", p, err)
 	}
 	return nil
 }
@@ -174,22 +160,11 @@ func probeSeccomp() *specs.LinuxSeccomp {
 	}
 }
 
-// buildProbeRoot makes a root with only the probe program and mount points.
+// buildProbeRoot makes the trial's root in the sandbox's workspace, where
+// workspace.Remove takes it with the rest.
 func buildProbeRoot(ws *workspace.Workspace) (string, error) {
-	prog, err := workspace.ProbeProgram(probeExit)
-	if err != nil {
-		return "", err
-	}
 	root := ws.Path("probe-root")
-	for _, d := range []string{"", "proc", "dev", "tmp", "query", "query/repo", "awf"} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			return "", fmt.Errorf("probe root: %w", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "probe"), prog, 0o555); err != nil {
-		return "", fmt.Errorf("probe root: %w", err)
-	}
-	return root, nil
+	return root, trial.BuildRoot(root)
 }
 
 func goarchName() string { return runtime.GOARCH }

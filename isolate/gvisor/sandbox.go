@@ -15,6 +15,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
 
 	"github.com/awf-project/awf/isolate/ownthread"
@@ -48,29 +49,23 @@ type sandbox struct {
 	booted bool
 	script *os.File
 
+	life           isolate.SingleUse
 	mu             sync.Mutex
-	used           bool
 	cmd            *exec.Cmd
 	stdout, stderr *workspace.Capture
 	exitc          chan struct{} // closed once runsc has been reaped
 	waitErr        error         // runsc's Wait result, set before exitc closes
 	container      string
 	exited         bool
-	destroyed      bool
-	destroyErr     error
 }
 
 // Exec runs job once under runsc and returns its typed outcome. The
 // wall-clock limit counts from here.
 func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	t0 := time.Now()
-	s.mu.Lock()
-	if s.used || s.destroyed {
-		s.mu.Unlock()
+	if !s.life.Use() {
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: sandbox already used")
 	}
-	s.used = true
-	s.mu.Unlock()
 	argv := job.Argv
 	if len(argv) == 0 {
 		argv = isolate.DefaultArgv
@@ -128,7 +123,7 @@ func (s *sandbox) execOther(ctx context.Context, t0 time.Time, job isolate.Job, 
 	if err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "gvisor: prepare for argv: %v", err)
 	}
-	other.used = true
+	other.life.Use() // fresh: the job below is its one use
 	out := other.execCold(ctx, t0, job, argv)
 	dctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -187,15 +182,7 @@ func (s *sandbox) exitReason() string {
 
 // invocation checks job's invocation id and records it in the journal.
 func (s *sandbox) invocation(job isolate.Job) (string, error) {
-	invID := job.InvocationID
-	if invID == "" {
-		invID = "sandbox-" + s.ws.Journal.SandboxID
-	}
-	if err := workspace.ValidID("invocation", invID); err != nil {
-		return "", err
-	}
-	s.ws.Journal.InvocationID = invID
-	return invID, s.ws.WriteJournal()
+	return s.ws.RecordInvocation(job.InvocationID)
 }
 
 // finish waits for the job under the deadline that started at t0 and
@@ -250,13 +237,8 @@ func (s *sandbox) start(argv []string, invID string, stdin *os.File) error {
 		return err
 	}
 	bundle := s.ws.Path("bundle")
-	dt := s.t
-	if dt.Policy == nil {
-		// Only the probe's trial has no policy: it brings its own filter
-		// in s.seccomp, so the description names none.
-		dt.Weaken.NoSeccomp = true
-	}
-	desc, err := isolate.Describe(dt, isolate.Job{Argv: argv}, isolate.HostConfig{SandboxCPUs: s.r.cpus})
+	// The filter is s.seccomp, translated by Prepare (or the trial's own).
+	desc, err := trial.Describe(s.t, argv, s.r.cpus)
 	if err != nil {
 		return err
 	}
@@ -408,13 +390,12 @@ func (s *sandbox) classify(waitErr error) isolate.Outcome {
 // Destroy kills whatever runs and removes the container state, the cgroup
 // and the workspace. It is idempotent. A failure marks the runtime unusable.
 func (s *sandbox) Destroy(ctx context.Context) error {
+	return s.life.Destroy(func() error { return s.teardown(ctx) })
+}
+
+// teardown is Destroy's one run.
+func (s *sandbox) teardown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.destroyed {
-		err := s.destroyErr
-		s.mu.Unlock()
-		return err
-	}
-	s.destroyed = true
 	cmd, running := s.cmd, s.cmd != nil && !s.exited
 	s.mu.Unlock()
 
@@ -442,9 +423,5 @@ func (s *sandbox) Destroy(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	err := s.r.books.Destroyed(s.name, errors.Join(errs...))
-	s.mu.Lock()
-	s.destroyErr = err
-	s.mu.Unlock()
-	return err
+	return s.r.books.Destroyed(s.name, errors.Join(errs...))
 }
