@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/policy"
 )
 
@@ -87,25 +88,9 @@ func TestAttestSandbox(t *testing.T) {
 	script := fmt.Sprintf("import threading, time\nfor _ in range(%d):\n    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\ntime.sleep(3600)\n", threads-1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pids := make(chan int, 1)
-	done := make(chan isolate.Outcome, 1)
-	go func() {
-		done <- e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{
-			InvocationID: "attest", Script: []byte(script),
-			OnStart: func(pid int) { pids <- pid },
-		}})
-	}()
-	var pid int
-	select {
-	case pid = <-pids:
-	case o := <-done:
-		t.Fatalf("the job ended before it started: %s %s", o.Kind, o.Detail)
-	}
-	defer func() {
-		// End the job now rather than after its sleep.
-		cancel()
-		<-done
-	}()
+	pid, stop := isolatetest.StartJob(ctx, t, e.rt, tpl, isolate.Job{InvocationID: "attest", Script: []byte(script)})
+	// End the job now rather than after its sleep.
+	defer stop()
 	// Wait for the script's threads, so that every one is attested. Before
 	// it execs python3 the pid is libcontainer's init, whose own threads
 	// would satisfy the count early: wait for python3 first.

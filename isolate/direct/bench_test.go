@@ -5,20 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
-
-// benchScript lists the repository and writes a JSON answer, relative to its
-// working directory so that the same bytes run in every variant.
-const benchScript = `import os, json
-json.dump({"files": len(os.listdir("repo"))}, open("out", "w"))
-`
 
 // BenchmarkTrivialScript runs the same script end to end through the direct
 // runtime, bare on the host interpreter, and under bubblewrap. The three run
@@ -53,7 +47,7 @@ func BenchmarkTrivialScript(b *testing.B) {
 	report(b, "direct-ms", direct)
 	report(b, "bare-ms", bareT)
 	report(b, "bwrap-ms", bwrapT)
-	b.ReportMetric(median(direct).Seconds()/median(bwrapT).Seconds(), "direct/bwrap")
+	b.ReportMetric(isolatetest.Median(direct).Seconds()/isolatetest.Median(bwrapT).Seconds(), "direct/bwrap")
 	report(b, "prepare-ms", prep)
 	report(b, "start-ms", start)
 	report(b, "run-ms", run)
@@ -118,8 +112,8 @@ func BenchmarkPreparedAhead(b *testing.B) {
 	report(b, "cold-ms", cold)
 	report(b, "bare-ms", bareT)
 	report(b, "pass-ms", passT)
-	b.ReportMetric(median(warm).Seconds()/median(cold).Seconds(), "warm/cold")
-	b.ReportMetric(median(warm).Seconds()/median(passT).Seconds(), "warm/pass")
+	b.ReportMetric(isolatetest.Median(warm).Seconds()/isolatetest.Median(cold).Seconds(), "warm/cold")
+	b.ReportMetric(isolatetest.Median(warm).Seconds()/isolatetest.Median(passT).Seconds(), "warm/pass")
 	report(b, "warm-start-ms", start)
 	report(b, "warm-run-ms", run)
 	report(b, "warm-destroy-ms", destroy)
@@ -171,16 +165,8 @@ func newBwrapVariant(b *testing.B, repo string) func(*testing.B) time.Duration {
 	}
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+// benchScript and report are isolatetest.BenchScript and
+// isolatetest.ReportMedian under the short names this package's benchmarks use.
+const benchScript = isolatetest.BenchScript
 
-// report adds the median of ds, in milliseconds, as a benchmark metric.
-func report(b *testing.B, unit string, ds []time.Duration) {
-	b.ReportMetric(float64(median(ds))/float64(time.Millisecond), unit)
-}
+func report(b *testing.B, unit string, ds []time.Duration) { isolatetest.ReportMedian(b, unit, ds) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/staging"
 )
 
@@ -83,10 +84,10 @@ func BenchmarkFirstPrepareView(b *testing.B) {
 			}
 			report(b, "first-prepare-ms", first)
 			report(b, "again-prepare-ms", again)
-			b.ReportMetric(float64(median(first)-median(again))/float64(time.Millisecond), "view-cost-ms")
+			b.ReportMetric(float64(isolatetest.Median(first)-isolatetest.Median(again))/float64(time.Millisecond), "view-cost-ms")
 			report(b, "copytree-ms", copyOnly)
 			report(b, "cp-a-ms", cpA)
-			b.ReportMetric(median(copyOnly).Seconds()/median(cpA).Seconds(), "copytree/cp-a")
+			b.ReportMetric(isolatetest.Median(copyOnly).Seconds()/isolatetest.Median(cpA).Seconds(), "copytree/cp-a")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/policy"
 )
 
@@ -21,24 +22,8 @@ func TestAttestDockerSandbox(t *testing.T) {
 	tpl := template(t, r, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pids := make(chan int, 1)
-	done := make(chan isolate.Outcome, 1)
-	go func() {
-		done <- r.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{
-			InvocationID: "attest", Script: []byte("import time\ntime.sleep(20)\n"),
-			OnStart: func(pid int) { pids <- pid },
-		}})
-	}()
-	var pid int
-	select {
-	case pid = <-pids:
-	case o := <-done:
-		t.Fatalf("the job ended before it started: %s %s", o.Kind, o.Detail)
-	}
-	defer func() {
-		cancel()
-		<-done
-	}()
+	pid, stop := isolatetest.StartJob(ctx, t, r, tpl, isolate.Job{InvocationID: "attest", Script: []byte("import time\ntime.sleep(20)\n")})
+	defer stop()
 	at, err := policy.Attest(ctx, pid, tpl.Policy, "")
 	require.NoError(t, err)
 	assert.True(t, at.Match, "%s", at.Verdict)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -21,12 +20,6 @@ func init() {
 	// libcontainer re-executes this test binary as the container init.
 	direct.InitIfRequested()
 }
-
-// benchScript lists the repository and writes a JSON answer (the same
-// script the direct runtime's benchmark runs).
-const benchScript = `import os, json
-json.dump({"files": len(os.listdir("repo"))}, open("out", "w"))
-`
 
 // BenchmarkRuntimes runs the same script end to end (prepare, run, read,
 // destroy) through the direct, gvisor and docker runtimes over the same
@@ -70,14 +63,14 @@ func BenchmarkRuntimes(b *testing.B) {
 		rts[name] = rt
 		tpls[name] = isolate.Template{RunID: runID, RootFS: testRoot, Repo: seed, Limits: isolate.DefaultLimits(), Policy: pol}
 		// One untimed run warms caches (for docker: the rootfs image).
-		o := rt.Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "warm", Script: []byte(benchScript)}})
+		o := rt.Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "warm", Script: []byte(isolatetest.BenchScript)}})
 		require.Equal(b, isolate.KindOK, o.Kind, "%s: %s %s", name, o.Detail, o.Stderr)
 	}
 	total := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, name := range names {
 			t0 := time.Now()
-			o := rts[name].Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
+			o := rts[name].Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "bench", Script: []byte(isolatetest.BenchScript)}})
 			total[name] = append(total[name], time.Since(t0))
 			if o.Kind != isolate.KindOK {
 				b.Fatalf("%s: outcome %s: %s %s", name, o.Kind, o.Detail, o.Stderr)
@@ -85,28 +78,10 @@ func BenchmarkRuntimes(b *testing.B) {
 		}
 	}
 	for _, name := range names {
-		report(b, name+"-ms", total[name])
+		isolatetest.ReportMedian(b, name+"-ms", total[name])
 	}
-	if d := median(total["direct"]); d > 0 {
-		b.ReportMetric(float64(median(total["gvisor"]))/float64(d), "gvisor/direct")
-		b.ReportMetric(float64(median(total["docker"]))/float64(d), "docker/direct")
+	if d := isolatetest.Median(total["direct"]); d > 0 {
+		b.ReportMetric(float64(isolatetest.Median(total["gvisor"]))/float64(d), "gvisor/direct")
+		b.ReportMetric(float64(isolatetest.Median(total["docker"]))/float64(d), "docker/direct")
 	}
-}
-
-// report adds the median of ds, in milliseconds, as a benchmark metric.
-func report(b *testing.B, unit string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	b.ReportMetric(float64(median(ds))/float64(time.Millisecond), unit)
-}
-
-// median returns the median of ds, or 0 for none.
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

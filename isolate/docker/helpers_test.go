@@ -100,9 +100,8 @@ func template(t testing.TB, r *Runtime, repo string) isolate.Template {
 	return isolate.Template{RunID: r.runID, RootFS: testRoot, Repo: repo, Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
 }
 
+// run runs script as a job of its own on r.
 func run(t *testing.T, r *Runtime, tpl isolate.Template, script string) isolate.Outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return r.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "inv-" + isolatetest.RandomID(t)[:8], Script: []byte(script)}})
+	return isolatetest.RunScript(t, r, tpl, script)
 }

@@ -24,10 +24,8 @@ import (
 func TestRenderingMatchesDescription(t *testing.T) {
 	seed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "f"), []byte("x"), 0o644))
-	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
-	for i, tpl := range isolatetest.Templates(testRoot, seed, base) {
-		d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{SandboxCPUs: "1"})
-		require.NoError(t, err)
+	for i, rc := range isolatetest.RenderCases(t, testRoot, seed) {
+		tpl, d := rc.Template, rc.Desc
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		parent := t.TempDir()
 		ws, err := workspace.Create(ctx, parent, workspace.Journal{Backend: Name, RunID: "render", SandboxID: "sb", Name: "render-sb"}, tpl.Limits, tpl.Repo)

@@ -10,30 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace/residency"
 )
 
-// TestRootPageCacheNotShared is the page-cache channel between two
-// containers (see isolatetest.RootPageCacheNotShared). The image layer is
-// what containers used to share: its carriers are dropped too, so that a
-// shared page cache would show.
-func TestRootPageCacheNotShared(t *testing.T) {
-	r := newTestRuntime(t)
-	evict := func() {
-		require.NoError(t, residency.EvictCarriers(testRoot))
-		if dir := layerDir(t, r); dir != "" {
-			require.NoError(t, residency.EvictCarriers(dir))
-		}
+// evictRoot drops the carriers of the page-cache channel (the suite's
+// "root page cache not shared", see isolatetest.RootPageCacheNotShared)
+// from the rootfs and from the image layer, which is what containers used
+// to share, so that a shared page cache would show.
+func evictRoot(t testing.TB, r *Runtime) {
+	require.NoError(t, residency.EvictCarriers(testRoot))
+	if dir := layerDir(t, r); dir != "" {
+		require.NoError(t, residency.EvictCarriers(dir))
 	}
-	isolatetest.RootPageCacheNotShared(t, 1, "container", evict, func(_ residency.Mode, script []byte) isolate.Outcome {
-		return run(t, r, template(t, r, ""), string(script))
-	})
 }
 
 // layerDir is the host directory of the rootfs image's layer, when the
 // Engine's storage driver names one (overlay2 does), else "".
-func layerDir(t *testing.T, r *Runtime) string {
+func layerDir(t testing.TB, r *Runtime) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -27,33 +27,21 @@ func TestRunTrivialQuery(t *testing.T) {
 	assert.Positive(t, pid, "OnStart gets the job's host pid")
 }
 
-func TestLimitsGiveTypedOutcomes(t *testing.T) {
-	r := newTestRuntime(t)
-	cases := append([]isolatetest.LimitCase{
-		{Name: "memory", Want: isolate.KindOOM,
-			Limits: func(l *isolate.Limits) { l.MemoryBytes = 64 << 20 },
-			Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
-		{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
-			Script: "import os\nwhile True:\n    os.fork()\n"},
-		{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
-			Script: "import os\nos.mkfifo('/query/out')\n"},
-	}, isolatetest.CommonLimitCases()...)
-	isolatetest.RunLimitCases(t, r, cases, func(t testing.TB) isolate.Template { return template(t, r, "") }, func(t *testing.T, tpl isolate.Template, script string) isolate.Outcome {
-		return run(t, r, tpl, script)
-	})
-}
-
-func TestRepoWritesNeverReachTheSeed(t *testing.T) {
-	r := newTestRuntime(t)
-	isolatetest.RepoWritesNeverReachTheSeed(t, func(t *testing.T, seed, script string) isolate.Outcome {
-		return run(t, r, template(t, r, seed), script)
-	})
-}
-
-func TestNilPolicyFailsClosed(t *testing.T) {
-	r := newTestRuntime(t)
-	isolatetest.NilPolicyFailsClosed(t, template(t, r, ""), func(t *testing.T, tpl isolate.Template, script string) isolate.Outcome {
-		return run(t, r, tpl, script)
+// TestSuite runs the jobs every backend runs alike, with docker's own
+// limit outcomes.
+func TestSuite(t *testing.T) {
+	isolatetest.Suite(t, Name, isolatetest.Backend[*Runtime]{
+		New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
+		EvictRoot: evictRoot, Unit: "container",
+		LimitCases: []isolatetest.LimitCase{
+			{Name: "memory", Want: isolate.KindOOM,
+				Limits: func(l *isolate.Limits) { l.MemoryBytes = 64 << 20 },
+				Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
+			{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
+				Script: "import os\nwhile True:\n    os.fork()\n"},
+			{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
+				Script: "import os\nos.mkfifo('/query/out')\n"},
+		},
 	})
 }
 
@@ -75,9 +63,4 @@ func TestFailClosedWithoutDaemon(t *testing.T) {
 		o := r.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: testRoot, Limits: isolate.DefaultLimits()}})
 		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, sock)
 	}
-}
-
-func TestSandboxIsSingleUseAndDestroyIsIdempotent(t *testing.T) {
-	r := newTestRuntime(t)
-	isolatetest.SingleUse(t, r, template(t, r, ""), func() { requireNoLeftovers(t, r) })
 }

@@ -2,13 +2,13 @@ package gvisor
 
 import (
 	"context"
-	"sort"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 // benchScript writes a small answer.
@@ -33,7 +33,7 @@ func BenchmarkRunTrivial(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(median(durs), "median-ms")
+	isolatetest.ReportMedian(b, "median-ms", durs)
 }
 
 // BenchmarkPrepared measures what a request pays with a sandbox prepared
@@ -79,18 +79,11 @@ func BenchmarkPrepared(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	b.ReportMetric(median(warm), "prepared-ms")
-	b.ReportMetric(median(cold), "cold-ms")
-	b.ReportMetric(median(cold)/median(warm), "cold/prepared")
-	b.ReportMetric(median(prep), "prepare-ms")
-	b.ReportMetric(median(start), "handover-ms")
-	b.ReportMetric(median(run), "run-ms")
-	b.ReportMetric(median(destroy), "destroy-ms")
-}
-
-// median returns the median of ds in milliseconds.
-func median(ds []time.Duration) float64 {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return float64(s[len(s)/2].Microseconds()) / 1000
+	isolatetest.ReportMedian(b, "prepared-ms", warm)
+	isolatetest.ReportMedian(b, "cold-ms", cold)
+	b.ReportMetric(isolatetest.Median(cold).Seconds()/isolatetest.Median(warm).Seconds(), "cold/prepared")
+	isolatetest.ReportMedian(b, "prepare-ms", prep)
+	isolatetest.ReportMedian(b, "handover-ms", start)
+	isolatetest.ReportMedian(b, "run-ms", run)
+	isolatetest.ReportMedian(b, "destroy-ms", destroy)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace"
 )
@@ -20,10 +19,8 @@ import (
 // config.json, with the description, allowing only gvisor's declared
 // deviations.
 func TestRenderingMatchesDescription(t *testing.T) {
-	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)}
-	for i, tpl := range isolatetest.Templates("/root-mount", "/seed", base) {
-		d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{SandboxCPUs: "1"})
-		require.NoError(t, err)
+	for i, rc := range isolatetest.RenderCases(t, "/root-mount", "/seed") {
+		tpl, d := rc.Template, rc.Desc
 		ws := &workspace.Workspace{Dir: "/state/ws", Journal: workspace.Journal{Repo: tpl.Repo}}
 		spec, err := buildSpec(bundleSpec{desc: d, rootFS: "/state/ws/root", ws: ws, cgroup: "awf/x", runID: "render", invID: "inv", sandbox: "sb"})
 		require.NoError(t, err)

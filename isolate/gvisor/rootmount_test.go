@@ -8,24 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/isolatetest"
-	"github.com/awf-project/awf/isolate/workspace/residency"
 )
-
-// TestRootPageCacheNotShared is the page-cache channel between two
-// invocations (see isolatetest.RootPageCacheNotShared). The positive
-// control only shows that the timing receiver works on this host; reads
-// through the gofer scatter on a loaded host, so it gets three tries. The
-// separation check gets one.
-func TestRootPageCacheNotShared(t *testing.T) {
-	r := newTestRuntime(t)
-	evict := func() { require.NoError(t, residency.EvictCarriers(testRoot)) }
-	isolatetest.RootPageCacheNotShared(t, 3, "invocation", evict, func(_ residency.Mode, script []byte) isolate.Outcome {
-		return run(t, r, template(t, r, ""), string(script))
-	})
-}
 
 // TestBundleRootIsOwnMount checks that two prepared sandboxes get two
 // erofs mounts as their bundle roots, and that Destroy removes each (the

@@ -11,6 +11,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
 )
@@ -89,6 +90,28 @@ func Templates(rootfs, repo string, p isolate.Template) []isolate.Template {
 	out := []isolate.Template{noRepo, withRepo, small}
 	for i := range out {
 		out[i].RootFS = rootfs
+	}
+	return out
+}
+
+// RenderCase is one template of the rendering tests with its description.
+type RenderCase struct {
+	Template isolate.Template
+	Desc     *specs.Spec
+}
+
+// RenderCases are Templates(rootfs, repo, ...) over the default policy,
+// each with its description on a host whose sandbox CPUs are "1": the
+// cases that the docker and gvisor rendering tests render and compare, so
+// that both compare the same descriptions.
+func RenderCases(t testing.TB, rootfs, repo string) []RenderCase {
+	t.Helper()
+	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: Policy(t)}
+	var out []RenderCase
+	for _, tpl := range Templates(rootfs, repo, base) {
+		d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{SandboxCPUs: "1"})
+		require.NoError(t, err)
+		out = append(out, RenderCase{Template: tpl, Desc: d})
 	}
 	return out
 }

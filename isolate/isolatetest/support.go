@@ -417,3 +417,27 @@ func SweepAtCleanup(t testing.TB, rt isolate.Runtime, d time.Duration, leftovers
 		leftovers()
 	})
 }
+
+// StartJob runs job on rt in the background and returns the job's host
+// pid once it has started (Job.OnStart), with stop, which ends the job and
+// waits until Run has returned. A job that ends before it starts fails t.
+// The caller defers stop: the job runs until then (or ctx ends), so that
+// it can be inspected from the host while it lives.
+func StartJob(ctx context.Context, t testing.TB, rt isolate.Runtime, tpl isolate.Template, job isolate.Job) (pid int, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	pids := make(chan int, 1)
+	done := make(chan isolate.Outcome, 1)
+	job.OnStart = func(pid int) { pids <- pid }
+	go func() { done <- rt.Run(ctx, isolate.Spec{Template: tpl, Job: job}) }()
+	select {
+	case pid = <-pids:
+	case o := <-done:
+		cancel()
+		t.Fatalf("the job ended before it started: %s %s", o.Kind, o.Detail)
+	}
+	return pid, func() {
+		cancel()
+		<-done
+	}
+}
