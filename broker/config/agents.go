@@ -21,6 +21,9 @@ const (
 	DefaultAgentMaxInvocations   = 8
 	DefaultAgentMaxModelRequests = 8
 	DefaultAgentMaxModelTokens   = 1024
+	// DefaultAgentWarmPool enclaves are kept prepared per repository, as
+	// boundedQueries.warmPool keeps sandboxes; MaxWarmPool bounds both.
+	DefaultAgentWarmPool = DefaultWarmPool
 
 	MinAgentPidsLimit         = 8
 	MaxAgentPidsLimit         = 4096
@@ -83,6 +86,12 @@ type BoundedAgents struct {
 	// capability: requests forwarded, and max_tokens per request.
 	MaxModelRequests int
 	MaxModelTokens   int
+	// WarmPool is how many single-use enclaves (network and sandbox) the
+	// broker keeps prepared per repository, each refilled after an
+	// answer, outside its timing bucket; 0 prepares every enclave inside
+	// its invocation. A backend that cannot prepare enclaves ahead
+	// (gvisor, docker) prepares each inside its invocation.
+	WarmPool int
 }
 
 // DefaultBoundedAgents returns the block as an absent or empty one reads.
@@ -104,6 +113,7 @@ func DefaultBoundedAgents() BoundedAgents {
 		MaxInvocations:   DefaultAgentMaxInvocations,
 		MaxModelRequests: DefaultAgentMaxModelRequests,
 		MaxModelTokens:   DefaultAgentMaxModelTokens,
+		WarmPool:         DefaultAgentWarmPool,
 	}
 }
 
@@ -137,7 +147,7 @@ func (l *loader) boundedAgents(v any, b *BoundedAgents) {
 	const p = agentBlock
 	m, ok := l.object(p, v, "enabled", "privateRepos", "runtime", "profile", "model", "timeout",
 		"memoryLimit", "cpuLimit", "pidsLimit", "tmpfsLimit", "maxOutputBytes", "maxTaskBytes",
-		"maxInvocations", "maxModelRequests", "maxModelTokens")
+		"maxInvocations", "maxModelRequests", "maxModelTokens", "warmPool")
 	if !ok {
 		return
 	}
@@ -218,6 +228,7 @@ func (l *loader) boundedAgents(v any, b *BoundedAgents) {
 		{"maxInvocations", 1, MaxAgentMaxInvocations, &b.MaxInvocations},
 		{"maxModelRequests", 1, MaxAgentModelRequests, &b.MaxModelRequests},
 		{"maxModelTokens", 1, MaxAgentModelTokens, &b.MaxModelTokens},
+		{"warmPool", 0, MaxWarmPool, &b.WarmPool},
 	}
 	for _, f := range ints {
 		if v, ok := m[f.key]; ok {

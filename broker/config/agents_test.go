@@ -79,6 +79,13 @@ var agentCases = []struct {
 	{"tokens max", `{"boundedAgents":{"maxModelTokens":32768}}`, true},
 	{"tokens over", `{"boundedAgents":{"maxModelTokens":32769}}`, false},
 	{"tokens zero", `{"boundedAgents":{"maxModelTokens":0}}`, false},
+	{"warm pool off", `{"boundedAgents":{"warmPool":0}}`, true},
+	{"warm pool max", `{"boundedAgents":{"warmPool":8}}`, true},
+	{"warm pool integral", `{"boundedAgents":{"warmPool":2.0}}`, true},
+	{"warm pool over", `{"boundedAgents":{"warmPool":9}}`, false},
+	{"warm pool negative", `{"boundedAgents":{"warmPool":-1}}`, false},
+	{"warm pool fraction", `{"boundedAgents":{"warmPool":1.5}}`, false},
+	{"warm pool string", `{"boundedAgents":{"warmPool":"1"}}`, false},
 	{"null block", `{"boundedAgents":null}`, false},
 	{"seed example", `{"apiProxy":{"targets":{"openai":{}}},"boundedAgents":{"enabled":true,"privateRepos":[{"repo":"my-org/private-service","sensitivity":"internal"}],"runtime":"docker","profile":"openai","model":"gpt-4o-mini","timeout":120,"memoryLimit":"512m","cpuLimit":"1","pidsLimit":128,"tmpfsLimit":"64m","maxOutputBytes":8192,"maxTaskBytes":4096,"maxInvocations":8,"maxModelRequests":8,"maxModelTokens":1024}}`, true},
 }
@@ -119,6 +126,7 @@ func TestAgentDefaultsAreTheSeeds(t *testing.T) {
 	assert.Equal(t, 8, d.MaxInvocations)
 	assert.Equal(t, 8, d.MaxModelRequests)
 	assert.Equal(t, 1024, d.MaxModelTokens)
+	assert.Equal(t, 1, d.WarmPool, "one enclave prepared ahead per repository, as for queries")
 	// The defaults in the schema are the loader's.
 	mem, err := ParseMemory(d.MemoryLimit)
 	require.NoError(t, err)
@@ -135,7 +143,7 @@ func TestAgentValuesAreRead(t *testing.T) {
 	c, err := Load([]byte(`{"boundedAgents":{"enabled":true,"model":"claude-x","profile":"anthropic","runtime":"gvisor",` +
 		`"privateRepos":[{"repo":"My-Org/Svc","sensitivity":"confidential","source":"/srv/svc"}],` +
 		`"timeout":30,"memoryLimit":"256m","cpuLimit":"0.25","pidsLimit":64,"tmpfsLimit":"32m",` +
-		`"maxOutputBytes":100,"maxTaskBytes":200,"maxInvocations":3,"maxModelRequests":4,"maxModelTokens":500}}`))
+		`"maxOutputBytes":100,"maxTaskBytes":200,"maxInvocations":3,"maxModelRequests":4,"maxModelTokens":500,"warmPool":0}}`))
 	require.NoError(t, err)
 	b := c.BoundedAgents
 	assert.Equal(t, BoundedAgents{
@@ -143,7 +151,7 @@ func TestAgentValuesAreRead(t *testing.T) {
 		Runtime: "gvisor", Profile: "anthropic", Model: "claude-x", TimeoutSeconds: 30,
 		MemoryLimit: "256m", MemoryBytes: 256 << 20, CPULimit: "0.25", CPUMilli: 250, PidsLimit: 64,
 		TmpfsLimit: "32m", TmpfsBytes: 32 << 20, MaxOutputBytes: 100, MaxTaskBytes: 200,
-		MaxInvocations: 3, MaxModelRequests: 4, MaxModelTokens: 500,
+		MaxInvocations: 3, MaxModelRequests: 4, MaxModelTokens: 500, WarmPool: 0,
 	}, b)
 	// The query block keeps its own defaults: the two are independent.
 	assert.Equal(t, DefaultMaxInvocations, c.BoundedQueries.MaxInvocations)
