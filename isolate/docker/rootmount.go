@@ -24,9 +24,6 @@ import (
 // can leave pages in a page cache that a later one reads. workspace.Remove
 // takes the mount with the workspace, at Destroy and in Sweep.
 
-// rootMountName is the root mount's entry in a sandbox workspace.
-const rootMountName = "root"
-
 // The docker runtime builds the rootfs image at start-up.
 var _ isolate.Warmer = (*Runtime)(nil)
 
@@ -50,8 +47,8 @@ var engineEtc = []string{"hostname", "hosts", "resolv.conf"}
 // read-only. A top-level entry that is neither a mount point, a directory
 // nor a symlink would be read from the shared image layer: it fails closed.
 func (s *sandbox) mountRoot(ctx context.Context, im *workspace.RootImage) error {
-	p := s.ws.Path(rootMountName)
-	if err := im.Mount(ctx, p); err != nil {
+	p, err := s.ws.MountRoot(ctx, im)
+	if err != nil {
 		return err
 	}
 	s.root = p

@@ -57,10 +57,6 @@ func TestFailClosedWithoutDaemon(t *testing.T) {
 	for _, sock := range []string{"", "/nonexistent/docker.sock", notSocket, "tcp://127.0.0.1:2375", "relative.sock", dead} {
 		r, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: t.TempDir(), DockerSocket: sock})
 		require.NoError(t, err)
-		perr := r.Probe(context.Background())
-		require.Error(t, perr, sock)
-		assert.Contains(t, perr.Error(), "sock", sock)
-		o := r.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: testRoot, Limits: isolate.DefaultLimits()}})
-		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, sock)
+		t.Run(sock, func(t *testing.T) { isolatetest.FailsClosedWithout(t, r, testRoot, "sock") })
 	}
 }

@@ -26,10 +26,6 @@ func TestFailClosedWhenRunscMissing(t *testing.T) {
 	for _, p := range []string{"/nonexistent/runsc", "/etc/hostname", "relative/runsc", "/bin/false"} {
 		r, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: t.TempDir(), RunscPath: p})
 		require.NoError(t, err)
-		perr := r.Probe(context.Background())
-		require.Error(t, perr, p)
-		assert.Contains(t, perr.Error(), "runsc", p)
-		o := r.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: testRoot, Limits: isolate.DefaultLimits()}})
-		assert.Equal(t, isolate.KindLaunchFailed, o.Kind, p)
+		t.Run(p, func(t *testing.T) { isolatetest.FailsClosedWithout(t, r, testRoot, "runsc") })
 	}
 }

@@ -14,9 +14,6 @@ import (
 // that a later one reads. workspace.Remove unmounts it with the rest of the
 // workspace, at Destroy and in Sweep.
 
-// rootMountName is the root mount's entry in a sandbox workspace.
-const rootMountName = "root"
-
 // The gvisor runtime builds the rootfs image at start-up.
 var _ isolate.Warmer = (*Runtime)(nil)
 
@@ -28,13 +25,7 @@ func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
 
 // mountRoot returns the prepare step that mounts im as the sandbox's root.
 func mountRoot(ctx context.Context, im *workspace.RootImage) func(*workspace.Workspace) (string, error) {
-	return func(ws *workspace.Workspace) (string, error) {
-		p := ws.Path(rootMountName)
-		if err := im.Mount(ctx, p); err != nil {
-			return "", err
-		}
-		return p, nil
-	}
+	return func(ws *workspace.Workspace) (string, error) { return ws.MountRoot(ctx, im) }
 }
 
 // Close removes the rootfs image store. Sandboxes must be destroyed first.

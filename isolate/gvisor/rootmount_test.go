@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // TestBundleRootIsOwnMount checks that two prepared sandboxes get two
@@ -26,7 +28,7 @@ func TestBundleRootIsOwnMount(t *testing.T) {
 	}
 	require.NotEqual(t, sbs[0].rootFS, sbs[1].rootFS)
 	for _, sb := range sbs {
-		require.Equal(t, sb.ws.Path(rootMountName), sb.rootFS)
+		require.Equal(t, sb.ws.Path(workspace.RootMountName), sb.rootFS)
 		require.Equal(t, "erofs", mountType(t, sb.rootFS), "bundle root %s", sb.rootFS)
 	}
 	for _, sb := range sbs {

@@ -441,3 +441,16 @@ func StartJob(ctx context.Context, t testing.TB, rt isolate.Runtime, tpl isolate
 		<-done
 	}
 }
+
+// FailsClosedWithout checks a runtime whose host component (the Engine's
+// socket, the runsc binary) is missing or unusable: Probe fails and its
+// error names what, and a Run launches nothing. rootfs is a valid root,
+// so that only the component can be what fails.
+func FailsClosedWithout(t *testing.T, rt isolate.Runtime, rootfs, what string) {
+	t.Helper()
+	perr := rt.Probe(context.Background())
+	require.Error(t, perr, what)
+	assert.Contains(t, perr.Error(), what)
+	o := rt.Run(context.Background(), isolate.Spec{Template: isolate.Template{RunID: "x", RootFS: rootfs, Limits: isolate.DefaultLimits()}})
+	assert.Equal(t, isolate.KindLaunchFailed, o.Kind, what)
+}
