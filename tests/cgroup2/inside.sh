@@ -46,11 +46,11 @@ step "awf isolate verify --runtime direct" bin/awf isolate verify --runtime dire
 step "awf isolate verify --agent" bin/awf isolate verify --agent
 # gVisor under the ptrace platform in an emulated VM takes 15-50 s a sandbox,
 # so the VM runs the tests and probes that depend on the cgroup hierarchy:
-# the probe, the typed limit outcomes (memory.events, pids.events, the wall
+# the probe, the typed limit outcomes (TestSuite/limits: memory.events, pids.events, the wall
 # clock), the cpuset split, the sweep of a crashed run's cgroups, and the
 # verify limit probes with its leftover checks. The rest of the backend does
 # not depend on the cgroup version; make test runs all of it on the host.
-step "gvisor runtime cgroup tests" bin/cgroup2/gvisor.test -test.count=1 -test.timeout 30m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestLimitsGiveTypedOutcomes|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$}"
+step "gvisor runtime cgroup tests" bin/cgroup2/gvisor.test -test.count=1 -test.timeout 30m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestSuite|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$/^limits$}"
 step "awf isolate verify --runtime gvisor (limits)" bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
 step "awf isolate verify --enclave (direct, gvisor)" bin/awf isolate verify --enclave --runtime direct --runtime gvisor
 # The fault suite's kill cases that depend on the cgroup hierarchy: kill -9
