@@ -314,16 +314,26 @@ func (t *agentTask) Enclave(id, seedDir string) (Enclave, error) {
 	if err != nil {
 		return Enclave{}, err
 	}
+	e := t.k.shape(id, seedDir)
+	e.Files = []EnclaveFile{
+		{Path: EnclaveTaskPath, Content: t.task},
+		{Path: EnclaveSchemaPath, Content: schema},
+		{Path: EnclaveLoopConfigPath, Content: loop},
+	}
+	return e, nil
+}
+
+// shape is every invocation's enclave against seedDir but its files (task,
+// schema, loop config): what the trusted config fixes. An enclave prepared
+// ahead is prepared to this shape (with no id), and only an invocation of
+// the same shape may take it.
+func (k *AgentKind) shape(id, seedDir string) Enclave {
+	o := k.o
 	return Enclave{
-		InvocationID: id,
-		SeedDir:      seedDir,
-		Files: []EnclaveFile{
-			{Path: EnclaveTaskPath, Content: t.task},
-			{Path: EnclaveSchemaPath, Content: schema},
-			{Path: EnclaveLoopConfigPath, Content: loop},
-		},
+		InvocationID:    id,
+		SeedDir:         seedDir,
 		LoopBinary:      o.LoopBinary,
-		Argv:            t.Job(id).Argv,
+		Argv:            []string{EnclaveLoopPath},
 		Env:             append([]string(nil), enclaveEnv...),
 		UID:             isolate.SandboxUID,
 		GID:             isolate.SandboxGID,
@@ -332,7 +342,16 @@ func (t *agentTask) Enclave(id, seedDir string) (Enclave, error) {
 		Proxy:           o.Proxy,
 		ResultBytes:     int64(o.MaxOutputBytes),
 		TranscriptBytes: MaxTranscriptBytes,
-	}, nil
+	}
+}
+
+// SameShape reports whether e and f are the same enclave but for their
+// InvocationID and Files: whether an enclave prepared ahead as f may run
+// the invocation e.
+func (e Enclave) SameShape(f Enclave) bool {
+	return e.SeedDir == f.SeedDir && e.LoopBinary == f.LoopBinary && slices.Equal(e.Argv, f.Argv) &&
+		slices.Equal(e.Env, f.Env) && e.UID == f.UID && e.GID == f.GID && e.NoNewPrivileges == f.NoNewPrivileges &&
+		e.Limits == f.Limits && e.Proxy == f.Proxy && e.ResultBytes == f.ResultBytes && e.TranscriptBytes == f.TranscriptBytes
 }
 
 // Validate reports the first control the description lacks. Runners call
@@ -362,8 +381,10 @@ type EnclaveOutcome struct {
 
 // EnclaveRunner is a runtime that can run an enclave: the seed read-only,
 // the files read-only, bounded tmpfs for the result and /tmp, and a network
-// whose only peer is Enclave.Proxy. RunEnclave prepares, runs and destroys
-// one single-use enclave; the destroy is inside the call.
+// whose only peer is Enclave.Proxy. RunEnclave prepares (or, for an
+// EnclavePooler, takes one prepared ahead for exactly this template and
+// shape), runs and destroys one single-use enclave; the destroy is inside
+// the call.
 type EnclaveRunner interface {
 	RunEnclave(ctx context.Context, t isolate.Template, e Enclave) EnclaveOutcome
 }
@@ -373,7 +394,8 @@ type EnclaveRunner interface {
 // template), else in one the runtime prepares now; either way inside the
 // request's measured window, and destroyed before it ends. A bounded-agent
 // task gets its capability first, runs on an EnclaveRunner only (any other runtime fails closed:
-// an enclave never runs as a query sandbox), and has the capability
+// an enclave never runs as a query sandbox), in an enclave the runner
+// prepared ahead when it has one of exactly this template and shape, and has the capability
 // revoked after the enclave is torn down; a revocation that fails turns
 // the outcome into a cleanup failure.
 func (b *Broker) runJob(ctx context.Context, t isolate.Template, id string, task Task) isolate.Outcome {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/pool"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -56,9 +55,10 @@ type Options struct {
 	// for each seed (isolate/pool), so that a request pays for running its
 	// job and destroying the sandbox but not for preparing it. 0 keeps
 	// none: every sandbox is prepared inside its request, as without a
-	// pool. A bounded-agent broker never pools (an enclave's network
-	// belongs to one invocation). The pool is filled by FillPool and
-	// refilled after each response, on the lane, and emptied by Close.
+	// pool. A bounded-agent broker keeps enclaves (network and sandbox)
+	// prepared instead, from its runtime's EnclavePool. The pool is filled
+	// by FillPool and refilled after each response, on the lane, and
+	// emptied by Close.
 	WarmPool int
 }
 
@@ -86,8 +86,9 @@ type Broker struct {
 	// errBody and route are the kind's (KindErrorBody, KindRoute).
 	errBody []byte
 	route   string
-	// pool holds the prepared sandboxes; nil when WarmPool is 0.
-	pool *pool.Pool
+	// pool holds the prepared sandboxes (or enclaves); nil when WarmPool
+	// is 0.
+	pool WarmPool
 	// stopped ends when Freeze is called: a refill stops holding the lane.
 	stopped context.Context
 	stop    context.CancelFunc
@@ -143,16 +144,8 @@ func New(o Options) (*Broker, error) {
 	}
 	b.ledger = NewLedger(sens)
 	b.stopped, b.stop = context.WithCancel(context.Background())
-	if _, agent := o.Kind.(*AgentKind); o.WarmPool > 0 && !agent {
-		ts := make([]isolate.Template, 0, len(o.Seeds))
-		for _, s := range o.Seeds {
-			ts = append(ts, b.template(b.seeds[strings.ToLower(s.Repo)]))
-		}
-		p, err := pool.New(o.Runtime, o.WarmPool, ts)
-		if err != nil {
-			return nil, fmt.Errorf("broker: %w", err)
-		}
-		b.pool = p
+	if err := b.newPool(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	return b, nil
 }

@@ -3,8 +3,78 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/pool"
 )
+
+// WarmPool is what a broker keeps prepared ahead of its requests:
+// isolate/pool's sandboxes for queries and probes, or an EnclavePooler's
+// enclaves for bounded agents. Every one is single-use and keyed by the
+// whole template. Fill must only run with the lane held (see isolate/pool).
+type WarmPool interface {
+	// Size is how many are kept per template.
+	Size() int
+	// Missing is how many Fill would prepare now (0 once closed).
+	Missing() int
+	// Fill prepares what is missing; a failed prepare leaves its template
+	// short (the next request for it is cold) and is returned.
+	Fill(ctx context.Context) (int, error)
+	// Close destroys every idle one; later requests are cold.
+	Close(ctx context.Context) error
+	// Stats are the pool's counters.
+	Stats() pool.Stats
+	// Run runs a query's or probe's job in a sandbox from the pool.
+	Run(ctx context.Context, s isolate.Spec) isolate.Outcome
+}
+
+// EnclavePooler is an EnclaveRunner that can keep enclaves prepared ahead
+// of their invocations: for each of templates, size enclaves shaped as
+// shape(template) says (everything of the invocation's Enclave but its
+// InvocationID and Files), each with its own network. Its RunEnclave takes
+// a prepared enclave whose template and shape are exactly the
+// invocation's, else runs one cold. The pool's Run runs no query: an
+// enclave is never a query sandbox.
+type EnclavePooler interface {
+	EnclaveRunner
+	EnclavePool(size int, templates []isolate.Template, shape func(isolate.Template) Enclave) (WarmPool, error)
+}
+
+// newPool builds the broker's warm pool of o.WarmPool per seed: query and
+// probe sandboxes from isolate/pool, or, for bounded agents, enclaves from
+// a runtime that is an EnclavePooler (another runtime is refused: the
+// caller chooses 0 for a backend that prepares no enclave ahead).
+func (b *Broker) newPool() error {
+	o := b.o
+	if o.WarmPool == 0 {
+		return nil
+	}
+	ts := make([]isolate.Template, 0, len(o.Seeds))
+	for _, s := range o.Seeds {
+		ts = append(ts, b.template(b.seeds[strings.ToLower(s.Repo)]))
+	}
+	k, agent := o.Kind.(*AgentKind)
+	if !agent {
+		p, err := pool.New(o.Runtime, o.WarmPool, ts)
+		if err != nil {
+			return err
+		}
+		b.pool = p
+		return nil
+	}
+	ep, ok := o.Runtime.(EnclavePooler)
+	if !ok {
+		return fmt.Errorf("runtime %s prepares no enclave ahead: warm pool %d must be 0", o.Runtime.Name(), o.WarmPool)
+	}
+	p, err := ep.EnclavePool(o.WarmPool, ts, func(t isolate.Template) Enclave { return k.shape("", t.Repo) })
+	if err != nil {
+		return err
+	}
+	b.pool = p
+	return nil
+}
 
 // Deadlines of the warm pool's work. None of it is inside a request's
 // measured window.

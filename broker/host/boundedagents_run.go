@@ -54,6 +54,9 @@ type AgentSpec struct {
 	MaxModelTokens   int
 	// LoopBinary is the loop, bound read-only into every enclave.
 	LoopBinary string
+	// WarmPool is how many enclaves the broker keeps prepared per seed
+	// (boundedAgents.warmPool); 0 keeps none.
+	WarmPool int `json:",omitempty"`
 }
 
 // agentPaths returns where the bounded-agent broker of the run of l keeps
@@ -71,6 +74,7 @@ func newAgentSpec(c *config.Config, l Layout, binDir, dockerSocket string) Agent
 	a.MemoryBytes, a.CPUMilli, a.PidsLimit, a.TmpfsBytes = ba.MemoryBytes, ba.CPUMilli, ba.PidsLimit, ba.TmpfsBytes
 	a.MaxOutputBytes, a.MaxTaskBytes, a.MaxInvocations = ba.MaxOutputBytes, ba.MaxTaskBytes, ba.MaxInvocations
 	a.MaxModelRequests, a.MaxModelTokens = ba.MaxModelRequests, ba.MaxModelTokens
+	a.WarmPool = ba.WarmPool
 	return a
 }
 
@@ -184,9 +188,10 @@ func writeAgentIngress(a AgentSpec, repos []broker.SkillRepo, cliBinary string) 
 }
 
 // newAgentBroker builds the bounded-agent broker on rt, which must run
-// enclaves, sharing the run's lane and the agent's freezer.
+// enclaves, sharing the run's lane and the agent's freezer, with a warm
+// pool of warm enclaves per seed (rt must then prepare enclaves ahead).
 func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed, pol *policy.Policy, audit *broker.Audit, tel *broker.TelemetryLog,
-	lane chan struct{}, freezer broker.Freezer, issuer broker.CapabilityIssuer) (*broker.Broker, error) {
+	lane chan struct{}, freezer broker.Freezer, issuer broker.CapabilityIssuer, warm int) (*broker.Broker, error) {
 	if _, ok := rt.(broker.EnclaveRunner); !ok {
 		return nil, fmt.Errorf("bounded agents: runtime %s cannot run an enclave", rt.Name())
 	}
@@ -201,7 +206,7 @@ func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed
 	return broker.New(broker.Options{
 		Kind: k, Runtime: rt, Template: isolate.Template{RunID: s.Layout.RunID, RootFS: s.RootFS, Limits: ko.Limits, Policy: pol},
 		Seeds: seeds, MaxInvocations: a.MaxInvocations, Timeout: ko.Timeout, Audit: audit, Telemetry: tel,
-		Freezer: freezer, Lane: lane,
+		Freezer: freezer, Lane: lane, WarmPool: warm,
 	})
 }
 
@@ -268,9 +273,26 @@ func (as *agentServer) start(ctx context.Context, s Spec, a AgentSpec, pol *poli
 		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
 		as.audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
 	}
-	er := &enclaveRuntime{Runtime: as.rt, runID: s.Layout.RunID, proxy: as.ctl, sandbox: sandbox, newNetwork: enclave.New}
-	if as.b, err = newAgentBroker(s, a, er, bs, pol, as.audit, tel, lane, freezer, as.ctl); err != nil {
+	er := &enclaveRuntime{Runtime: as.rt, runID: s.Layout.RunID, proxy: as.ctl, sandbox: sandbox, newNetwork: enclave.New,
+		prepare: backendPrepare(as.rt, root, loopPolicy)}
+	warm := a.WarmPool
+	if warm > 0 && er.prepare == nil {
+		// As sealed probes: this backend prepares every enclave inside
+		// its invocation. Said once, at start-up.
+		as.audit.Lifecycle(broker.LifecyclePoolFillFailed, fmt.Sprintf("runtime %s prepares no enclave ahead: warmPool %d ignored, every enclave is cold", a.Runtime, warm))
+		warm = 0
+	}
+	if as.b, err = newAgentBroker(s, a, er, bs, pol, as.audit, tel, lane, freezer, as.ctl, warm); err != nil {
 		return err
+	}
+	// The enclaves are prepared before the socket exists, on the lane; a
+	// fill that left the runtime unusable fails the start closed, any
+	// other failure leaves that seed's next invocation cold (audited), as
+	// for the query pool.
+	if err := as.b.FillPool(ctx); err != nil {
+		if uerr := as.rt.Usable(); uerr != nil {
+			return fmt.Errorf("bounded agents: warm pool: %w", uerr)
+		}
 	}
 	return as.serve(s, a.SocketDir, a.Socket, a.Runtime, len(bs), a.MaxInvocations)
 }

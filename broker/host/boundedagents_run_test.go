@@ -135,11 +135,11 @@ func TestNewAgentBroker(t *testing.T) {
 	seeds := []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "confidential"}}
 	lane := make(chan struct{}, 1)
 
-	_, err = newAgentBroker(s, a, &queryOnly{}, seeds, nil, audit, nil, lane, nil, &fakeIssuer{})
+	_, err = newAgentBroker(s, a, &queryOnly{}, seeds, nil, audit, nil, lane, nil, &fakeIssuer{}, 0)
 	assert.ErrorContains(t, err, "cannot run an enclave")
 
 	rt, iss := &enclaveFake{}, &fakeIssuer{}
-	b, err := newAgentBroker(s, a, rt, seeds, nil, audit, nil, lane, nil, iss)
+	b, err := newAgentBroker(s, a, rt, seeds, nil, audit, nil, lane, nil, iss, 0)
 	require.NoError(t, err)
 	req := &broker.Request{Method: "POST", Target: "/query", Headers: []broker.Header{
 		{Name: "X-AWF-Agent-Version", Value: "1"}, {Name: "X-AWF-Repo", Value: "o/r"},

@@ -31,17 +31,25 @@ type enclaveSandbox func(ctx context.Context, t isolate.Template, e broker.Encla
 
 // enclaveRuntime runs enclaves on a backend: per invocation it builds the
 // enclave's network (isolate/enclave: its own namespace whose only link
-// leads to the proxy end, and the eBPF layers), hands the proxy end's
-// listener to the API proxy, runs the sandbox joined to that network, then
-// takes everything down again in reverse order. A teardown step that fails
-// turns the outcome into a cleanup failure: the answer is withheld.
+// leads to the proxy end, and the eBPF layers), or takes a network and a
+// sandbox its warm pool prepared ahead (enclaverunner_pool.go), hands the
+// proxy end's listener to the API proxy, runs the sandbox joined to that
+// network, then takes everything down again in reverse order. A teardown
+// step that fails turns the outcome into a cleanup failure: the answer is
+// withheld.
 type enclaveRuntime struct {
 	isolate.Runtime
 	runID   string
 	proxy   listenerHandoff
 	sandbox enclaveSandbox
+	// prepare prepares an enclave's sandbox ahead of its invocation, on
+	// the network in the template; nil when the backend cannot
+	// (enclaverunner_pool.go).
+	prepare enclavePrepare
 	// newNetwork is enclave.New.
 	newNetwork func(context.Context, enclave.Options) (*enclave.Enclave, error)
+	// pool holds the enclaves prepared ahead; nil without a warm pool.
+	pool *enclavePool
 }
 
 var _ broker.EnclaveRunner = (*enclaveRuntime)(nil)
@@ -60,9 +68,18 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 	if t.Network != nil || t.Weaken.Any() {
 		return fail(isolate.KindLaunchFailed, "enclave: the template already has a network or a weakening")
 	}
-	n, err := r.newNetwork(ctx, enclave.Options{RunID: r.runID, Name: e.InvocationID})
-	if err != nil {
-		return fail(isolate.KindLaunchFailed, "enclave network: %v", err)
+	// An enclave prepared ahead for exactly this template and shape, if
+	// the pool holds one: its network and its sandbox are this
+	// invocation's alone, and it is never handed out again.
+	p := r.pool.take(t, e)
+	var n *enclave.Enclave
+	if p != nil {
+		n = p.net
+	} else {
+		var err error
+		if n, err = r.newNetwork(ctx, enclave.Options{RunID: r.runID, Name: e.InvocationID}); err != nil {
+			return fail(isolate.KindLaunchFailed, "enclave network: %v", err)
+		}
 	}
 	var teardown []error
 	defer func() {
@@ -74,6 +91,17 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 				Detail: fmt.Sprintf("%v (outcome was %s)", errors.Join(teardown...), out.Kind), Timings: out.Timings}}
 		}
 	}()
+	if p != nil {
+		// Destroyed unused if the invocation fails before it runs (Run
+		// destroys it otherwise), before its network goes.
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enclaveTeardownTimeout)
+			defer cancel()
+			if err := p.sb.Destroy(dctx); err != nil {
+				teardown = append(teardown, fmt.Errorf("destroy the prepared enclave: %w", err))
+			}
+		}()
+	}
 	if n.Proxy() != e.Proxy {
 		return fail(isolate.KindLaunchFailed, "enclave: the link's proxy %s is not the loop's %s", n.Proxy(), e.Proxy)
 	}
@@ -88,6 +116,9 @@ func (r *enclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e b
 			teardown = append(teardown, fmt.Errorf("take the enclave link from the API proxy: %w", err))
 		}
 	}()
+	if p != nil {
+		return p.sb.Run(ctx, e)
+	}
 	t.Network = n.Network()
 	return r.sandbox(ctx, t, e)
 }
@@ -112,18 +143,30 @@ func backendSandbox(rt isolate.Runtime, root string, pol *policy.Policy) enclave
 		return nil
 	}
 	return func(ctx context.Context, t isolate.Template, e broker.Enclave) broker.EnclaveOutcome {
-		if e.UID != isolate.SandboxUID || e.GID != isolate.SandboxGID {
-			return broker.EnclaveOutcome{Outcome: isolate.Err(isolate.KindLaunchFailed, "enclave: uid/gid %d/%d is not the sandbox user's", e.UID, e.GID)}
+		t, err := enclaveTemplate(t, e, root, pol)
+		if err != nil {
+			return broker.EnclaveOutcome{Outcome: isolate.Err(isolate.KindLaunchFailed, "%v", err)}
 		}
-		// No overlay and no writable copy: the seed is a read-only bind.
-		t.RootFS, t.Repo, t.Limits = root, "", e.Limits
-		t.Limits.OutputBytes = e.ResultBytes
-		// The loop's own reviewed policy: TCP/IPv4 stream sockets only, no
-		// raw, packet, netlink or vsock socket, on every backend.
-		t.Policy, t.Weaken = pol, isolate.Weakening{}
 		out, transcript := b.RunEnclave(ctx, t, enclaveLayout(e), isolate.Job{InvocationID: e.InvocationID, Argv: e.Argv})
 		return broker.EnclaveOutcome{Outcome: out, Transcript: transcript}
 	}
+}
+
+// enclaveTemplate is the backend template of enclave e from the broker's
+// template t (whose network it keeps): the loop's minimal root, e's
+// limits and the loop's policy, never weakened. A cold and a prepared
+// enclave get the same one.
+func enclaveTemplate(t isolate.Template, e broker.Enclave, root string, pol *policy.Policy) (isolate.Template, error) {
+	if e.UID != isolate.SandboxUID || e.GID != isolate.SandboxGID {
+		return t, fmt.Errorf("enclave: uid/gid %d/%d is not the sandbox user's", e.UID, e.GID)
+	}
+	// No overlay and no writable copy: the seed is a read-only bind.
+	t.RootFS, t.Repo, t.Limits = root, "", e.Limits
+	t.Limits.OutputBytes = e.ResultBytes
+	// The loop's own reviewed policy: TCP/IPv4 stream sockets only, no
+	// raw, packet, netlink or vsock socket, on every backend.
+	t.Policy, t.Weaken = pol, isolate.Weakening{}
+	return t, nil
 }
 
 // enclaveLayout renders e as the backends' enclave layout.

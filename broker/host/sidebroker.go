@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,13 +161,19 @@ func (ss *sideServer) stop(ctx context.Context) error {
 	return err
 }
 
-// close sweeps and closes the runtime, then calls release. Each runs once.
+// close destroys the broker's warm pool (its idle sandboxes or enclaves,
+// once the server is down and before the last sweep), sweeps and closes
+// the runtime, then calls release. Each runs once.
 func (ss *sideServer) close(ctx context.Context) error {
 	var err error
+	if ss.b != nil {
+		err = ss.b.Close(ctx)
+		ss.b = nil
+	}
 	if ss.rt != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		err = ss.rt.Sweep(sctx)
+		err = errors.Join(err, ss.rt.Sweep(sctx))
 		ss.rt.Close()
 		ss.rt = nil
 	}
