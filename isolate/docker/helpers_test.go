@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,14 +36,10 @@ func runMain(m *testing.M) int {
 	if testSocket == "" {
 		testSocket = defaultTestSocket
 	}
-	var err error
-	if testRootFS, err = isolatetest.BuildRootFS("awf-docker-rootfs-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer testRootFS.Remove()
-	testRoot, testRootDigest = testRootFS.Dir, testRootFS.Digest
-	return m.Run()
+	return isolatetest.WithRootFS("awf-docker-rootfs-", func(r *isolatetest.RootFS) int {
+		testRootFS, testRoot, testRootDigest = r, r.Dir, r.Digest
+		return m.Run()
+	})
 }
 
 // newTestRuntime returns a probed runtime on the test daemon with a private

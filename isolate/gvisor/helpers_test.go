@@ -31,13 +31,14 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	var err error
-	if testRootFS, err = isolatetest.BuildRootFS("awf-gvisor-rootfs-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer testRootFS.Remove()
-	testRoot, testRootDigest = testRootFS.Dir, testRootFS.Digest
+	return isolatetest.WithRootFS("awf-gvisor-rootfs-", func(r *isolatetest.RootFS) int {
+		testRootFS, testRoot, testRootDigest = r, r.Dir, r.Digest
+		return runProbed(m)
+	})
+}
+
+// runProbed probes a runtime once (probed) and runs the tests.
+func runProbed(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	state, err := os.MkdirTemp("", "awf-gvisor-probe-")

@@ -55,6 +55,20 @@ func BuildRootFS(prefix string) (*RootFS, error) {
 // Remove deletes the rootfs.
 func (r *RootFS) Remove() { _ = os.RemoveAll(r.tmp) }
 
+// WithRootFS is the rootfs part of a backend's TestMain: it builds the
+// rootfs (BuildRootFS), returns run's exit code with it, and removes it
+// afterwards. A build that fails is reported on stderr and is exit code 1:
+// no test of the package can run without it.
+func WithRootFS(prefix string, run func(*RootFS) int) int {
+	r, err := BuildRootFS(prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer r.Remove()
+	return run(r)
+}
+
 // RandomID returns 32 random hex digits: a run id no other test uses.
 func RandomID(t testing.TB) string {
 	var b [16]byte
