@@ -100,8 +100,8 @@ bench: build
 	@tests/setup/dockerd.sh start
 	@rc=0; AWF_BENCH_SUITE=1 AWF_BENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -v -count=1 -timeout 60m ./tests/bench/ || rc=$$?; \
 	  tests/setup/dockerd.sh stop; [ $$rc = 0 ] || exit $$rc; \
-	  echo "bench: a bounded agent's enclave overhead on direct, side by side with a bounded query (issue target: under 50 ms)"; \
-	  $(GO) test -run '^$$' -bench 'BenchmarkEnclaveOverhead' -benchtime 30x -count 1 -timeout 20m ./isolate/direct/
+	  echo "bench: a bounded agent's enclave overhead on direct, on the broker's path, cold and from the warm pool, side by side with a bounded query (issue target: under 50 ms); load $$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	  $(GO) test -run '^$$' -bench 'BenchmarkEnclaveOverhead' -benchtime 30x -count 1 -timeout 20m ./broker/host/
 
 # The per-package Go benchmarks, each side by side with the peers it names
 # (bare python3, bubblewrap, runsc, docker).

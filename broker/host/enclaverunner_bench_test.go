@@ -1,0 +1,266 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/agentloop"
+	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/rootfs"
+)
+
+// benchProvider stands in for the API proxy on every handed-over link: a
+// scripted OpenAI-shaped provider that answers each invocation's first
+// request with a list_files call and its second with finish(true), at
+// once. model is the time it spent answering.
+type benchProvider struct {
+	mu    sync.Mutex
+	turn  int
+	model time.Duration
+	srvs  map[string]*http.Server
+	next  int
+}
+
+func (p *benchProvider) Listen(_ context.Context, l *net.TCPListener) (string, error) {
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		p.mu.Lock()
+		p.turn++
+		turn := p.turn
+		p.mu.Unlock()
+		name, args := "list_files", `{"path":"."}`
+		if turn%2 == 0 {
+			name, args = "finish", `{"result":true}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-b", "object": "chat.completion", "created": 1, "model": "m",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
+				"role": "assistant", "content": nil,
+				"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": name, "arguments": args}}}}}},
+			"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+		})
+		p.mu.Lock()
+		p.model += time.Since(t0)
+		p.mu.Unlock()
+	})}
+	go func() { _ = srv.Serve(l) }()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	id := fmt.Sprint(p.next)
+	if p.srvs == nil {
+		p.srvs = map[string]*http.Server{}
+	}
+	p.srvs[id] = srv
+	return id, nil
+}
+
+func (p *benchProvider) Unlisten(_ context.Context, id string) error {
+	p.mu.Lock()
+	srv := p.srvs[id]
+	delete(p.srvs, id)
+	p.mu.Unlock()
+	if srv == nil {
+		return fmt.Errorf("no listener %s", id)
+	}
+	return srv.Close()
+}
+
+// takeModel returns the model time since the last call.
+func (p *benchProvider) takeModel() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.model
+	p.model = 0
+	return m
+}
+
+// BenchmarkEnclaveOverhead is a bounded agent's start-to-result overhead
+// on direct without model time, on the broker's own path
+// (enclaveRuntime.RunEnclave as the bounded-agent broker calls it: the
+// loop's minimal root, the loop's policy, the enclave layout, the proxy
+// hand-off and take-back, the teardown), with the real static loop making
+// two model requests to a provider on the link that answers at once;
+// minus the time the provider spent answering. A bounded query (a
+// trivial script, cold: Prepare, Exec, Destroy) runs in the same op.
+//
+// cold: no warm pool, the network and the sandbox are made inside the
+// invocation. prepared: the broker's warm pool of one enclave, refilled
+// after each invocation as the broker refills after the response, outside
+// the invocation (reported as refill-ms). Medians, ms.
+func BenchmarkEnclaveOverhead(b *testing.B) {
+	ctx := context.Background()
+	work := b.TempDir()
+	loop := filepath.Join(work, "loop")
+	build := exec.CommandContext(ctx, "go", "build", "-o", loop, "github.com/awf-project/awf/cmd/agent-loop")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the loop: %v: %s", err, out)
+	}
+	qroot := filepath.Join(work, "query-root")
+	if _, err := rootfs.Build(ctx, rootfs.Options{Out: qroot}); err != nil {
+		b.Fatalf("build the query root: %v", err)
+	}
+	for _, prepared := range []bool{false, true} {
+		name := "cold"
+		if prepared {
+			name = "prepared"
+		}
+		b.Run(name, func(b *testing.B) { benchBrokerEnclave(b, loop, qroot, prepared) })
+	}
+}
+
+func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
+	ctx := context.Background()
+	work := b.TempDir()
+	runID := testRunID()
+	rt, err := direct.Open(isolate.HostConfig{RunID: runID, StateDir: filepath.Join(work, "state")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := rt.Sweep(ctx); err != nil {
+			b.Error(err)
+		}
+		rt.Close()
+		if left := enclave.Resources(runID); len(left) > 0 {
+			b.Errorf("enclave networks left: %v", left)
+		}
+	}()
+	root := filepath.Join(work, "root")
+	if err := buildEnclaveRoot(ctx, root); err != nil {
+		b.Fatal(err)
+	}
+	loopPol, err := policy.AgentLoop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	queryPol, err := policy.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed := filepath.Join(work, "seed")
+	if err := os.MkdirAll(seed, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(seed, "README"), []byte("hello\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	prov := &benchProvider{}
+	r := &enclaveRuntime{Runtime: rt, runID: runID, proxy: prov, newNetwork: enclave.New,
+		sandbox: backendSandbox(rt, root, loopPol), prepare: backendPrepare(rt, root, loopPol)}
+	lim := isolate.DefaultLimits()
+	lim.Wall = 30 * time.Second
+	shape := broker.Enclave{SeedDir: seed, LoopBinary: loop, Argv: []string{broker.EnclaveLoopPath},
+		Env: []string{"PATH=/enclave/bin", "LANG=C.UTF-8", "HOME=/tmp"}, UID: isolate.SandboxUID, GID: isolate.SandboxGID,
+		NoNewPrivileges: true, Limits: lim, Proxy: netipProxy(), ResultBytes: 8192, TranscriptBytes: broker.MaxTranscriptBytes}
+	tpl := isolate.Template{RunID: runID, RootFS: root, Repo: seed, Limits: lim, Policy: queryPol}
+	var wp broker.WarmPool
+	if prepared {
+		if wp, err = r.EnclavePool(1, []isolate.Template{tpl}, func(isolate.Template) broker.Enclave { return shape }); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if err := wp.Close(ctx); err != nil {
+				b.Error(err)
+			}
+		}()
+		if _, err := wp.Fill(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	qtpl := isolate.Template{RunID: runID, RootFS: qroot, Limits: isolate.DefaultLimits(), Policy: queryPol}
+	var agent, overhead, model, refill, query []time.Duration
+	for i := 0; b.Loop(); i++ {
+		cfg, err := json.Marshal(agentloop.Config{Profile: agentloop.ProfileOpenAI, Model: "m", Endpoint: "http://" + shape.Proxy.String(),
+			Capability: "awf-cap-bench", MaxModelRequests: 4, MaxModelTokens: 1000, MaxOutputBytes: 1024,
+			DeadlineUnixMilli: time.Now().Add(20 * time.Second).UnixMilli(), AnthropicVersion: broker.AnthropicVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := shape
+		e.InvocationID = fmt.Sprintf("%024x", i+1)
+		e.Files = []broker.EnclaveFile{
+			{Path: broker.EnclaveTaskPath, Content: []byte("Is there a README?")},
+			{Path: broker.EnclaveSchemaPath, Content: []byte(`{"type":"boolean"}`)},
+			{Path: broker.EnclaveLoopConfigPath, Content: cfg},
+		}
+		prov.takeModel()
+		t0 := time.Now()
+		o := r.RunEnclave(ctx, tpl, e)
+		d := time.Since(t0)
+		m := prov.takeModel()
+		if o.Kind != isolate.KindOK || string(o.Output) != "true" {
+			b.Fatalf("enclave: %s: %s %s (output %q)", o.Kind, o.Detail, o.Stderr, o.Output)
+		}
+		agent = append(agent, d)
+		overhead = append(overhead, d-m)
+		model = append(model, m)
+		if prepared {
+			// The broker refills after the response, on the lane the job
+			// held; here, after the measured invocation.
+			tr := time.Now()
+			if _, err := wp.Fill(ctx); err != nil {
+				b.Fatal(err)
+			}
+			refill = append(refill, time.Since(tr))
+		}
+		t1 := time.Now()
+		q := rt.Run(ctx, isolate.Spec{Template: qtpl, Job: isolate.Job{InvocationID: "bench", Script: []byte("open('/query/out', 'w').write('{\"n\": 1}')\n")}})
+		query = append(query, time.Since(t1))
+		if q.Kind != isolate.KindOK {
+			b.Fatalf("query: %s: %s", q.Kind, q.Detail)
+		}
+	}
+	if prepared {
+		if st := wp.Stats(); st.Cold != 0 || st.Warm != len(agent) {
+			b.Fatalf("the pool served %d of %d invocations (cold %d)", st.Warm, len(agent), st.Cold)
+		}
+	}
+	reportMedian(b, "agent-ms", agent)
+	reportMedian(b, "overhead-ms", overhead)
+	reportMedian(b, "model-ms", model)
+	if prepared {
+		reportMedian(b, "refill-ms", refill)
+	}
+	reportMedian(b, "query-ms", query)
+	// The host's load as the run ends (1-minute average): the medians
+	// grow with it (docs/PERFORMANCE.md).
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		var load1 float64
+		if _, err := fmt.Sscan(string(la), &load1); err == nil {
+			b.ReportMetric(load1, "load1")
+		}
+	}
+}
+
+// reportMedian reports the median of ds in milliseconds as unit.
+func reportMedian(b *testing.B, unit string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	b.ReportMetric(float64(med)/float64(time.Millisecond), unit)
+}
