@@ -12,6 +12,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
+	"github.com/awf-project/awf/isolate/sbx"
 )
 
 // Cell states of the runtime matrix.
@@ -45,6 +46,9 @@ type Cell struct {
 	Query  string `json:"query"`
 	State  string `json:"state"`
 	Reason string `json:"reason"`
+	// Controls is, when the query runtime is BLOCKED by missing controls
+	// (sbx), its capability probe in the seed's structured form.
+	Controls []sbx.ControlStatus `json:"controls,omitempty"`
 }
 
 // Matrix is the availability of every combination on this host.
@@ -87,12 +91,17 @@ func BuildMatrix(ctx context.Context, o MatrixOptions) *Matrix {
 	for _, a := range AgentRuntimes() {
 		m.Agents[a] = o.Agent(ctx, a)
 	}
+	controls := map[string][]sbx.ControlStatus{}
 	for _, q := range runtimes.Names() {
-		m.Queries[q] = queryAvailability(ctx, q, o)
+		m.Queries[q], controls[q] = queryAvailability(ctx, q, o)
 	}
 	for _, a := range AgentRuntimes() {
 		for _, q := range runtimes.Names() {
-			m.Cells = append(m.Cells, combine(a, q, m.Agents[a], m.Queries[q]))
+			c := combine(a, q, m.Agents[a], m.Queries[q])
+			if c.State == CellBlocked && m.Queries[q].State == CellBlocked {
+				c.Controls = controls[q]
+			}
+			m.Cells = append(m.Cells, c)
 		}
 	}
 	return m
@@ -124,11 +133,13 @@ func combineSide(agent, query, side string, a, q Availability) Cell {
 }
 
 // queryAvailability opens and probes one query runtime in a scratch state
-// directory. sbx is always blocked.
-func queryAvailability(ctx context.Context, name string, o MatrixOptions) Availability {
+// directory. sbx is always blocked, with its controls in the seed's
+// structured form.
+func queryAvailability(ctx context.Context, name string, o MatrixOptions) (Availability, []sbx.ControlStatus) {
 	tr := traitsFor(name)
 	if len(tr.missing) > 0 {
-		return Availability{CellBlocked, "missing controls: " + strings.Join(tr.missing, ", ")}
+		reason, cs := tr.blocking(ctx)
+		return Availability{CellBlocked, reason}, cs
 	}
 	return withScratchRuntime(name, "awf-matrix-", o.Host, o.Open, func(rt isolate.Runtime) Availability {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -137,7 +148,7 @@ func queryAvailability(ctx context.Context, name string, o MatrixOptions) Availa
 			return Availability{CellUnavailable, err.Error()}
 		}
 		return Availability{CellSupported, "probe passed"}
-	})
+	}), nil
 }
 
 // agentAvailability checks where a primary agent can run.

@@ -47,10 +47,12 @@ type Pins struct {
 	Libseccomp string `json:"libseccomp"`
 	// Libcontainer is the version of the runc module (libcontainer) built in.
 	Libcontainer string `json:"libcontainer"`
-	// Runsc is the first line of "runsc --version", when runsc is found.
-	Runsc string `json:"runsc,omitempty"`
-	// Docker is the Engine's version from GET /version, when docker is in the run.
-	Docker string `json:"docker_engine,omitempty"`
+	// Runsc is the first line of "runsc --version", or why there is none.
+	Runsc string `json:"runsc"`
+	// Docker is the version of the Engine on the configured socket (GET
+	// /version, the request host/docker makes in every run), or why there
+	// is none.
+	Docker string `json:"docker_engine"`
 	// Python is the version of the root filesystem's interpreter.
 	Python string `json:"python"`
 	// Policy pins the seccomp policy and its compiled filters.
@@ -133,19 +135,19 @@ func gatherPins(ctx context.Context, o Options, pol *policy.Policy, lim isolate.
 	p.Revision, p.Modified, p.Libcontainer = buildPins()
 	p.Kernel = unameString()
 	p.Distribution = distribution("/etc/os-release")
-	if rp, err := exec.LookPath(cmpOr(o.Host.RunscPath, "runsc")); err == nil {
-		if v, err := runscVersion(ctx, rp); err == nil {
-			p.Runsc = v
-		} else {
-			p.Runsc = unknown(err)
-		}
+	runsc := cmpOr(o.Host.RunscPath, "runsc")
+	if rp, err := exec.LookPath(runsc); err != nil {
+		p.Runsc = unknown(fmt.Errorf("runsc not found (%s)", runsc))
+	} else if v, err := runscVersion(ctx, rp); err != nil {
+		p.Runsc = unknown(err)
+	} else {
+		p.Runsc = v
 	}
-	if slices.Contains(o.Runtimes, "docker") {
-		if info, err := dockerInfo(ctx, cmpOr(o.Host.DockerSocket, DefaultDockerSocket)); err == nil {
-			p.Docker = info.Version
-		} else {
-			p.Docker = unknown(err)
-		}
+	sock := cmpOr(o.Host.DockerSocket, DefaultDockerSocket)
+	if info, err := dockerInfo(ctx, sock); err != nil {
+		p.Docker = unknown(fmt.Errorf("no Docker Engine at %s (%v)", sock, err))
+	} else {
+		p.Docker = info.Version
 	}
 	p.Python = rootPython(ctx, o.RootFS)
 	p.Policy = policyPin(o, pol)
@@ -332,14 +334,8 @@ func (p Pins) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "awf %s, %s\n", p.AWF, rev)
 	fmt.Fprintf(w, "os: %s; %s\n", p.Distribution, p.Kernel)
-	fmt.Fprintf(w, "libseccomp %s, libcontainer %s, python %s", p.Libseccomp, p.Libcontainer, p.Python)
-	if p.Runsc != "" {
-		fmt.Fprintf(w, ", %s", p.Runsc)
-	}
-	if p.Docker != "" {
-		fmt.Fprintf(w, ", Docker Engine %s", p.Docker)
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "libseccomp %s, libcontainer %s, python %s\n", p.Libseccomp, p.Libcontainer, p.Python)
+	fmt.Fprintf(w, "runsc: %s; Docker Engine: %s\n", p.Runsc, p.Docker)
 	fmt.Fprintf(w, "policy %s (%s) %s, canonical %s\n", p.Policy.Name, p.Policy.Source, p.Policy.SHA256, p.Policy.Canonical)
 	for _, a := range sortedKeys(p.Policy.Filters) {
 		fmt.Fprintf(w, "filter %s %s\n", a, p.Policy.Filters[a])

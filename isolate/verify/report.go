@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/awf-project/awf/isolate/sbx"
 )
 
 // ReportVersion is the version of the JSON report format. It changes when a
@@ -45,6 +47,10 @@ type RuntimeReport struct {
 	Required bool `json:"required"`
 	// Reason says why the runtime is BLOCKED.
 	Reason string `json:"reason,omitempty"`
+	// Controls is, for a runtime BLOCKED by missing controls (sbx), its
+	// capability probe in the seed's structured form: one object per
+	// control with control, required, supported and evidence.
+	Controls []sbx.ControlStatus `json:"controls,omitempty"`
 	// Results holds one entry per probe and runtime-level check.
 	Results []Result `json:"results"`
 	// Summary counts Results by verdict.

@@ -3,6 +3,8 @@ package verify
 import (
 	"io"
 	"strings"
+
+	"github.com/awf-project/awf/isolate/sbx"
 )
 
 // The seed's primary-agent × query-runtime matrix is 3 × 3: Docker, gVisor
@@ -33,6 +35,10 @@ type SeedCell struct {
 	State     string `json:"state"` // SUPPORTED, UNAVAILABLE, BLOCKED
 	Condition string `json:"condition"`
 	Reason    string `json:"reason"`
+	// Controls is, for a cell whose query runtime is BLOCKED by missing
+	// controls (sbx), the seed's structured list: one object per control
+	// with control, required, supported and evidence.
+	Controls []sbx.ControlStatus `json:"controls,omitempty"`
 }
 
 // SeedMatrix is the seed's table for this host, then awf's own cells.
@@ -77,7 +83,7 @@ func (m *Matrix) InSeedTerms() *SeedMatrix {
 	inSeedOrder(SeedQueries(), func(p, q, origin string) {
 		if c, ok := m.Cell(p, q); ok {
 			s.Cells = append(s.Cells, SeedCell{Primary: p, Query: q, Origin: origin,
-				State: strings.ToUpper(c.State), Condition: seedCondition(p, q), Reason: c.Reason})
+				State: strings.ToUpper(c.State), Condition: seedCondition(p, q), Reason: c.Reason, Controls: c.Controls})
 		}
 	})
 	return s

@@ -108,7 +108,9 @@ func (t seedTable) unmet(required []string, parse func(string) (string, string, 
 		}
 		c, _ := findCell(t.cells, func(c seedCell) bool { return c.primary == p && c.side == s })
 		if c.state != "SUPPORTED" {
-			out = append(out, fmt.Sprintf("%s%s/%s: %s: %s", prefix, p, s, c.state, oneLine(c.reason)))
+			// The whole reason, on one line: the exit status's evidence is
+			// never shortened.
+			out = append(out, fmt.Sprintf("%s%s/%s: %s: %s", prefix, p, s, c.state, strings.Join(strings.Fields(c.reason), " ")))
 		}
 	}
 	return out

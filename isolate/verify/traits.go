@@ -1,6 +1,11 @@
 package verify
 
-import "github.com/awf-project/awf/isolate/sbx"
+import (
+	"context"
+	"strings"
+
+	"github.com/awf-project/awf/isolate/sbx"
+)
 
 // traits say how a runtime differs in what verify can observe from the host.
 // A difference is reported as N/A with its reason, never as a PASS.
@@ -11,6 +16,11 @@ type traits struct {
 	// missing lists the controls a runtime cannot enforce; a runtime with
 	// any is always BLOCKED.
 	missing []string
+	// controls, when set, is the runtime's capability probe in the seed's
+	// structured form (sbx.Check). Its unsupported required controls are
+	// what the BLOCKED reason names, so the reason and the structured list
+	// are one list.
+	controls func(context.Context) []sbx.ControlStatus
 	// procLacksNNP is set when the runtime's /proc has no NoNewPrivs line.
 	procLacksNNP bool
 	// sentryDevices are device nodes the runtime implements in user space;
@@ -45,7 +55,30 @@ func traitsFor(name string) traits {
 	case "docker":
 		return traits{procInodeResidual: "a declared residual of the docker backend (docs/security.md, cross-invocation channels): the Engine's runc 1.1 needs /proc to start a container, so procfs inode numbers come from the host's counter, several bits per query pair"}
 	case "sbx":
-		return traits{missing: SbxMissingControls()}
+		return traits{missing: SbxMissingControls(), controls: sbx.Check}
 	}
 	return traits{}
+}
+
+// blocking runs the runtime's capability probe, when it has one, and returns
+// its structured controls with the reason the runtime is BLOCKED: "missing
+// controls: " and the required controls the probe finds unsupported. A
+// runtime without a probe gets the static list; one whose probe finds
+// nothing missing stays BLOCKED on that list (sbx is never launched).
+func (tr traits) blocking(ctx context.Context) (string, []sbx.ControlStatus) {
+	var cs []sbx.ControlStatus
+	names := tr.missing
+	if tr.controls != nil {
+		cs = tr.controls(ctx)
+		var unsupported []string
+		for _, c := range cs {
+			if c.Required && !c.Supported {
+				unsupported = append(unsupported, c.Control)
+			}
+		}
+		if len(unsupported) > 0 {
+			names = unsupported
+		}
+	}
+	return "missing controls: " + strings.Join(names, ", "), cs
 }

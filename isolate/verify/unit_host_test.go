@@ -9,11 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/sbx"
 )
 
 func TestCheckKernel(t *testing.T) {
@@ -217,12 +221,63 @@ func TestReportExitAndRendering(t *testing.T) {
 }
 
 func TestBlockedReportListsEveryProbe(t *testing.T) {
-	rr := blockedReport("sbx", withMissing(traitsFor("sbx"), "no sbx"), Battery())
+	rr := blockedReport("sbx", "no sbx", Battery())
 	assert.Equal(t, Blocked, rr.Status)
 	assert.Len(t, rr.Results, len(Battery())+len(RuntimeChecks()))
-	assert.Contains(t, rr.Reason, "no network")
-	assert.Contains(t, rr.Reason, "no sbx")
+	assert.Equal(t, "no sbx", rr.Reason)
 	for _, r := range rr.Results {
 		assert.Equal(t, Blocked, r.Status)
 	}
+}
+
+// TestSbxControlsAreStructured: the sbx runtime's report carries the seed's
+// structured list, one object per control with exactly control, required,
+// supported and evidence, and its reason names exactly the required
+// controls that list finds unsupported: one list, not two.
+func TestSbxControlsAreStructured(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Runtimes: []string{"sbx"}, RootFS: testRootFS, Probes: []string{"ctl/python"}, Environ: []string{}})
+	require.NoError(t, err)
+	rr := rep.Runtimes[0]
+	require.Equal(t, Blocked, rr.Status)
+	require.Len(t, rr.Controls, len(sbx.Controls()))
+	var missing []string
+	for i, c := range rr.Controls {
+		assert.Equal(t, sbx.Controls()[i].Name, c.Control)
+		assert.True(t, c.Required, c.Control)
+		assert.NotEmpty(t, c.Evidence, c.Control)
+		if !c.Supported {
+			missing = append(missing, c.Control)
+		}
+	}
+	require.NotEmpty(t, missing)
+	assert.Equal(t, "missing controls: "+strings.Join(missing, ", "), rr.Reason)
+	assert.NotContains(t, rr.Reason, "{", "no JSON inside the reason")
+
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	require.NoError(t, validateReport(t, js.Bytes()))
+	var back struct {
+		Runtimes []struct {
+			Controls []map[string]any `json:"controls"`
+		} `json:"runtimes"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	for _, c := range back.Runtimes[0].Controls {
+		keys := make([]string, 0, len(c))
+		for k := range c {
+			keys = append(keys, k)
+		}
+		assert.ElementsMatch(t, []string{"control", "required", "supported", "evidence"}, keys)
+	}
+
+	// A probe that finds every control supported still leaves the runtime
+	// BLOCKED on the audited list.
+	tr := traits{missing: []string{"x"}, controls: func(context.Context) []sbx.ControlStatus {
+		return []sbx.ControlStatus{{Control: "a", Required: true, Supported: true, Evidence: "e"}}
+	}}
+	reason, cs := tr.blocking(ctx)
+	assert.Equal(t, "missing controls: x", reason)
+	assert.Len(t, cs, 1)
 }

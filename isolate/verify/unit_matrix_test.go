@@ -78,7 +78,24 @@ func TestBuildMatrix(t *testing.T) {
 		for _, ctl := range SbxMissingControls() {
 			assert.Contains(t, c.Reason, ctl)
 		}
+		require.NotEmpty(t, c.Controls, "the seed's structured list: one object per control")
+		for _, ctl := range c.Controls {
+			assert.NotEmpty(t, ctl.Control)
+			assert.True(t, ctl.Required, ctl.Control)
+			assert.NotEmpty(t, ctl.Evidence, ctl.Control)
+			if !ctl.Supported {
+				assert.Contains(t, c.Reason, ctl.Control)
+			}
+		}
 	}
+	for _, q := range []string{"direct", "gvisor"} {
+		c, _ := m.Cell("host", q)
+		assert.Empty(t, c.Controls, "only a runtime blocked by missing controls lists them")
+	}
+	seed := m.InSeedTerms()
+	sc, ok := seed.Cell("docker", "sbx")
+	require.True(t, ok)
+	assert.Equal(t, c0(m, "docker", "sbx").Controls, sc.Controls, "the seed JSON carries the same objects")
 	assert.Empty(t, m.Unmet([]string{"host/direct"}))
 	assert.Len(t, m.Unmet([]string{"host/gvisor", "docker/direct", "bogus"}), 3)
 
@@ -114,4 +131,9 @@ func TestAgentAvailability(t *testing.T) {
 	withRunsc := fakeEngine(t, map[string]any{"runsc": map[string]any{}})
 	assert.Equal(t, CellSupported, agentAvailability(ctx, "gvisor", withRunsc).State)
 	assert.NotEqual(t, CellSupported, agentAvailability(ctx, "sbx", sock).State)
+}
+
+func c0(m *Matrix, a, q string) Cell {
+	c, _ := m.Cell(a, q)
+	return c
 }

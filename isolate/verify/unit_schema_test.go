@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime/debug"
 	"sort"
@@ -202,6 +203,13 @@ func TestReportSchemaAndRoundTrip(t *testing.T) {
 		assert.NotEmpty(t, v, name)
 		assert.NotContains(t, v, "unknown:", name)
 	}
+	// runsc and the Engine are pinned whatever the runtimes: a version, or
+	// why there is none, never left out.
+	assert.NotEmpty(t, p.Runsc, "runsc")
+	assert.NotEmpty(t, p.Docker, "docker_engine")
+	if _, err := exec.LookPath("runsc"); err == nil {
+		assert.Regexp(t, `^runsc version `, p.Runsc)
+	}
 	assert.Regexp(t, `^3\.\d+\.\d+`, p.Python)
 	assert.Equal(t, "embedded", p.Policy.Source)
 	arch, err := policy.NativeArch()
@@ -227,6 +235,10 @@ func TestReportSchemaRejects(t *testing.T) {
 	require.NoError(t, validateReport(t, buf.Bytes()), "a fake run's report validates too")
 	for name, edit := range map[string]func(m map[string]any){
 		"missing pin":   func(m map[string]any) { delete(m["pins"].(map[string]any), "libseccomp") },
+		"missing runsc": func(m map[string]any) { delete(m["pins"].(map[string]any), "runsc") },
+		"missing docker_engine": func(m map[string]any) {
+			delete(m["pins"].(map[string]any), "docker_engine")
+		},
 		"unknown field": func(m map[string]any) { m["extra"] = true },
 		"bad verdict": func(m map[string]any) {
 			m["checks"].([]any)[0].(map[string]any)["status"] = "MAYBE"

@@ -168,6 +168,14 @@ func blockedReport(name, reason string, probes []Probe) RuntimeReport {
 func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy, arch string, fx *fixture, probes []Probe, withFilter bool) RuntimeReport {
 	t0 := time.Now()
 	tr := traitsFor(name)
+	if len(tr.missing) > 0 {
+		// A runtime that cannot enforce every control is never opened or
+		// run: the report says which controls are missing, one object each.
+		reason, cs := tr.blocking(ctx)
+		rr := blockedReport(name, reason, probes)
+		rr.Controls = cs
+		return rr
+	}
 	// A fresh directory of verify's own, so that removing it afterwards can
 	// never touch a broker's state.
 	parent := fx.dir
@@ -185,7 +193,7 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 
 	rt, err := o.Open(name, h)
 	if err != nil {
-		return blockedReport(name, withMissing(tr, err.Error()), probes)
+		return blockedReport(name, err.Error(), probes)
 	}
 	closed := false
 	defer func() {
@@ -197,12 +205,7 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 	err = rt.Probe(pctx)
 	cancel()
 	if err != nil {
-		return blockedReport(name, withMissing(tr, err.Error()), probes)
-	}
-	if len(tr.missing) > 0 {
-		// A runtime that cannot enforce every control is never run, even if
-		// its own probe claims otherwise.
-		return blockedReport(name, withMissing(tr, ""), probes)
+		return blockedReport(name, err.Error(), probes)
 	}
 
 	prm := params{
@@ -243,16 +246,4 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 	}
 	rr.finish(time.Since(t0))
 	return rr
-}
-
-// withMissing prefixes a BLOCKED reason with the runtime's missing controls.
-func withMissing(tr traits, reason string) string {
-	if len(tr.missing) == 0 {
-		return reason
-	}
-	s := "missing controls: " + strings.Join(tr.missing, ", ")
-	if reason != "" {
-		s += "; " + reason
-	}
-	return s
 }
