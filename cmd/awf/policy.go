@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/awf-project/awf/policy"
@@ -32,7 +33,9 @@ table   prints the decision table computed from the compiled BPF: one line per
 diff    prints the semantic differences between the two decision tables
         ("+ allow statx (x86_64)"); exits 1 if there are any. OLD and NEW may
         each be a .policy file, a Docker seccomp profile or OCI seccomp JSON
-        (told apart by content); decisions are compared, not text.
+        (told apart by content); decisions are compared, not text. Without
+        --arch the architectures both sides cover are compared, and one
+        that only one side covers is a "- arch"/"+ arch" line of its own.
         --summary prints, instead, the calls one side allows (wholly or
         under conditions) and the other does not, and those both allow
         only under conditions.
@@ -279,9 +282,25 @@ func policyDiff(e env, pa policyArgs) int {
 		}
 		srcs[i] = s
 	}
+	// Without --arch, the decisions of the architectures both sides cover
+	// are compared; an architecture only one side covers is a difference of
+	// its own (one line, counted in the exit status), never a table of
+	// "deny" rows the other side never claimed.
+	arch, only := pa.arch, []string(nil)
+	var common []string
+	if arch == "" {
+		common, only = commonArches(pa.files, srcs)
+		if len(common) == 0 {
+			fmt.Fprintf(e.stderr, "awf policy diff: %s and %s cover no architecture in common\n", pa.files[0], pa.files[1])
+			return 2
+		}
+	}
 	var ts [2]policy.Table
 	for i, s := range srcs {
-		t, err := s.tables(pa.arch)
+		if common != nil {
+			s.arches = common
+		}
+		t, err := s.tables(arch)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "awf policy diff: %v\n", err)
 			return 2
@@ -293,11 +312,11 @@ func policyDiff(e env, pa policyArgs) int {
 			fmt.Fprintf(e.stdout, "# %s: %s seccomp JSON, resolved for %s\n", pa.files[i], s.format, policy.ImportAssumption)
 		}
 	}
-	var lines []string
+	lines := only
 	if pa.summary {
-		lines = contrastLines(pa.files, policy.Contrasts(ts[0], ts[1]))
+		lines = append(lines, contrastLines(pa.files, policy.Contrasts(ts[0], ts[1]))...)
 	} else {
-		lines = policy.Diff(ts[0], ts[1])
+		lines = append(lines, policy.Diff(ts[0], ts[1])...)
 	}
 	for _, l := range lines {
 		fmt.Fprintln(e.stdout, l)
@@ -306,6 +325,25 @@ func policyDiff(e env, pa policyArgs) int {
 		return 1
 	}
 	return 0
+}
+
+// commonArches returns the architectures both sources cover, in the first
+// source's order, and one "- arch"/"+ arch" line for each that only one of
+// them covers.
+func commonArches(files []string, srcs [2]decisionSource) (common, only []string) {
+	for _, a := range srcs[0].arches {
+		if slices.Contains(srcs[1].arches, a) {
+			common = append(common, a)
+		} else {
+			only = append(only, fmt.Sprintf("- arch %s : only %s covers it; its decisions are not compared", a, files[0]))
+		}
+	}
+	for _, a := range srcs[1].arches {
+		if !slices.Contains(srcs[0].arches, a) {
+			only = append(only, fmt.Sprintf("+ arch %s : only %s covers it; its decisions are not compared", a, files[1]))
+		}
+	}
+	return common, only
 }
 
 // contrastLines groups contrasts under a heading each.

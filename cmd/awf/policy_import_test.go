@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/policy"
 )
 
 const dockerDefaultProfile = "../../policy/testdata/docker-default.json"
@@ -53,6 +55,42 @@ func TestPolicyImportAndDiffWithDocker(t *testing.T) {
 	rc, out, errOut = runAWF(t, "", "policy", "diff", "@default", js)
 	assert.Equal(t, 0, rc, "%s%s", out, errOut)
 	assert.Equal(t, 1, strings.Count(out, "\n"), "only the format note: %s", out)
+}
+
+// TestPolicyDiffComparesCommonArches: an OCI export holds the host's
+// architecture only; without --arch the diff compares the architectures both
+// sides cover and reports the other as one line of its own, instead of a
+// table of "deny" rows the export never claimed.
+func TestPolicyDiffComparesCommonArches(t *testing.T) {
+	rc, exported, errOut := runAWF(t, "", "policy", "export", "@default", "--format", "oci")
+	require.Equal(t, 0, rc, errOut)
+	js := filepath.Join(t.TempDir(), "oci.json")
+	require.NoError(t, os.WriteFile(js, []byte(exported), 0o600))
+	p, err := policy.Default()
+	require.NoError(t, err)
+	host, err := policy.NativeArch()
+	require.NoError(t, err)
+	var other string
+	for _, a := range p.Arches {
+		if a != host {
+			other = a
+		}
+	}
+	require.NotEmpty(t, other)
+
+	rc, out, errOut := runAWF(t, "", "policy", "diff", js, "@default")
+	assert.Equal(t, 1, rc, "a missing architecture is a difference: %s%s", out, errOut)
+	assert.Contains(t, out, "+ arch "+other+" : only @default covers it; its decisions are not compared\n")
+	assert.Equal(t, 2, strings.Count(out, "\n"), "the format note and the arch line, no decision differs: %s", out)
+
+	rc, out, _ = runAWF(t, "", "policy", "diff", "@default", js, "--summary")
+	assert.Equal(t, 1, rc)
+	assert.Contains(t, out, "- arch "+other+" : only @default covers it")
+	assert.Contains(t, out, "## @default allows, "+js+" denies: 0\n")
+	assert.Contains(t, out, "## "+js+" allows, @default denies: 0\n")
+
+	rc, out, _ = runAWF(t, "", "policy", "diff", "@default", js, "--arch", host)
+	assert.Equal(t, 0, rc, out)
 }
 
 func TestPolicyImportRefusesBadJSON(t *testing.T) {
