@@ -161,6 +161,50 @@ func TestProbeFailuresAreOneBody(t *testing.T) {
 	}
 }
 
+// TestProbeFailuresOutsideTheSandbox: the seed's failures that are not a
+// sandbox outcome (an internal exception, cancellation while running or
+// queued, a broker shutting down) are the same bytes as every other.
+func TestProbeFailuresOutsideTheSandbox(t *testing.T) {
+	ok := `{"result":"YES"}`
+	cases := []struct {
+		name string
+		run  func(t *testing.T, tb *testBroker) []byte
+	}{
+		{"internal exception", func(t *testing.T, tb *testBroker) []byte {
+			tb.rt.outcome = func(isolate.Spec) isolate.Outcome { panic("internal failure") }
+			body := tb.b.Handle(context.Background(), probeReq("o/r", yesNo, ok))
+			assert.Contains(t, tb.probeAudit(t), `"reason":"unexpected-error"`, "the reason is only in the protected audit log")
+			return body
+		}},
+		{"cancelled while running", func(t *testing.T, tb *testBroker) []byte {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tb.rt.outcome = func(s isolate.Spec) isolate.Outcome {
+				cancel()
+				return isolate.Outcome{Kind: isolate.KindOK, Output: s.Job.Script}
+			}
+			return tb.b.Handle(ctx, probeReq("o/r", yesNo, ok))
+		}},
+		{"cancelled while queued", func(t *testing.T, tb *testBroker) []byte {
+			tb.b.lane <- struct{}{} // another job holds the lane
+			defer func() { <-tb.b.lane }()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return tb.b.Handle(ctx, probeReq("o/r", yesNo, ok))
+		}},
+		{"broker shutting down", func(t *testing.T, tb *testBroker) []byte {
+			tb.b.Freeze()
+			return tb.b.Handle(context.Background(), probeReq("o/r", yesNo, ok))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tb := newProbeBroker(t, 4)
+			assert.Equal(t, probeErr, string(c.run(t, tb)))
+		})
+	}
+}
+
 func (tb *testBroker) probeAudit(t *testing.T) string {
 	b, err := os.ReadFile(filepath.Join(tb.dir, "audit", "sealed-probe.jsonl"))
 	require.NoError(t, err)

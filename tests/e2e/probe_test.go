@@ -241,14 +241,20 @@ func TestProbeFailureClosure(t *testing.T) {
 		"oom.py":      `open("/probe/out","w").write('{"result":"YES"}'); x = bytearray(200 << 20); x[::4096] = b"x" * len(x[::4096])`,
 		"timeout.py":  `open("/probe/out","w").write('{"result":"YES"}'); import time; time.sleep(30)`,
 		"diff.py":     `import subprocess; open("/probe/repo/README.md","w").write("diff"); open("/probe/out","w").write('{"result":"YES"}')`,
+		// One byte over the script cap (65536): refused before anything runs.
+		"huge.py": `open("/probe/out","w").write('{"result":"YES"}')` + "\n#" + strings.Repeat("x", 65536),
 	})
-	cfg := writeProbeConfig(t, bq{}, &sp{Enabled: true, Timeout: 1, MemoryLimit: "64m", MaxInvocations: 27,
+	// 31: every request below that reaches the broker counts (wrong routes
+	// and methods too), up to "last-counted"; the CLI's local refusals and
+	// the other broker's socket do not.
+	cfg := writeProbeConfig(t, bq{}, &sp{Enabled: true, Timeout: 1, MemoryLimit: "64m", MaxInvocations: 31,
 		PrivateRepos: []probeRepo{{Repo: "demo/a", Source: repoDir}}})
 	req := func(repo, o1, o2, o3 string) string {
 		return fmt.Sprintf(`curl --silent --noproxy '*' --unix-socket "$AWF_SEALED_PROBE_SOCKET" --max-time 60 -X POST -H 'Expect:' `+
 			`-H 'Content-Type: application/octet-stream' -H 'X-AWF-Probe-Version: 1' -H 'X-AWF-Repo: %s' `+
 			`-H 'X-AWF-Outcome-1: %s' -H 'X-AWF-Outcome-2: %s' -H 'X-AWF-Outcome-3: %s' --data-binary @%s/ok.py http://localhost/probe`, repo, o1, o2, o3, dir)
 	}
+	valid := req("demo/a", "YES", "NO", "UNKNOWN")
 	script := pHelper + fmt.Sprintf(`
 D=%[1]s
 p ok --repo demo/a $O3 < $D/ok.py
@@ -277,18 +283,27 @@ echo "bypass-repo $(%[2]s)"
 echo "bypass-error-outcome $(%[3]s)"
 echo "bypass-two-outcomes $(%[4]s)"
 echo "bypass-reference $(%[5]s)"
+echo "bypass-version $(%[6]s)"
+echo "bypass-oversized $(%[7]s)"
+echo "bypass-route $(%[8]s)"
+echo "bypass-get $(%[9]s)"
 p last-counted --repo demo/a $O3 < $D/ok.py
 p exhausted --repo demo/a $O3 < $D/ok.py
 p cli-four --repo demo/a $O3 --outcome MAYBE < $D/ok.py
 p cli-error-outcome --repo demo/a --outcome YES --outcome NO --outcome ERROR < $D/ok.py
 p cli-flag --repo demo/a $O3 --runtime direct < $D/ok.py
+p cli-oversized --repo demo/a $O3 < $D/huge.py
 AWF_SEALED_PROBE_SOCKET=/nonexistent/broker.sock p proxy-down --repo demo/a $O3 < $D/ok.py
 AWF_SEALED_PROBE_SOCKET=$AWF_BOUNDED_QUERY_SOCKET p wrong-broker --repo demo/a $O3 < $D/ok.py
 `, dir,
 		req("demo/other", "YES", "NO", "UNKNOWN"),
 		req("demo/a", "YES", "NO", "ERROR"),
 		strings.Replace(req("demo/a", "YES", "NO", "x"), "-H 'X-AWF-Outcome-3: x' ", "", 1),
-		req("demo/a", "YES", "NO", "UNKNOWN"))
+		valid,
+		strings.Replace(valid, "X-AWF-Probe-Version: 1", "X-AWF-Probe-Version: 2", 1),
+		strings.Replace(valid, "/ok.py", "/huge.py", 1),
+		strings.Replace(valid, "http://localhost/probe", "http://localhost/query", 1),
+		strings.Replace(valid, "-X POST", "-X GET", 1))
 	r := awfRun(t, cfg, agentScript(t, script))
 	require.Equal(t, 0, r.code, r.stderr)
 	got := lines(r.stdout)
@@ -301,10 +316,11 @@ AWF_SEALED_PROBE_SOCKET=$AWF_BOUNDED_QUERY_SOCKET p wrong-broker --repo demo/a $
 	for _, name := range []string{"script-error", "undeclared", "duplicate-key", "trailing", "extra-field", "non-object",
 		"malformed-utf8", "malformed-json", "oversized", "missing", "symlink-output", "fifo-output", "nonzero-exit",
 		"exception", "signal", "oom", "timeout", "unknown-repo", "exhausted", "cli-four", "cli-error-outcome", "cli-flag",
-		"proxy-down", "wrong-broker"} {
+		"cli-oversized", "proxy-down", "wrong-broker"} {
 		assert.Equal(t, "rc=0 stderr=0 "+probeErrLine, got[name], name)
 	}
-	for _, name := range []string{"bypass-repo", "bypass-error-outcome", "bypass-two-outcomes"} {
+	for _, name := range []string{"bypass-repo", "bypass-error-outcome", "bypass-two-outcomes", "bypass-version",
+		"bypass-oversized", "bypass-route", "bypass-get"} {
 		assert.Equal(t, probeErrLine, got[name], name)
 	}
 	assert.NotContains(t, r.stdout, "secret")
