@@ -104,7 +104,13 @@ func (p *benchProvider) takeModel() time.Duration {
 // cold: no warm pool, the network and the sandbox are made inside the
 // invocation. prepared: the broker's warm pool of one enclave, refilled
 // after each invocation as the broker refills after the response, outside
-// the invocation (reported as refill-ms). Medians, ms.
+// the invocation (reported as refill-ms). Medians, ms, with a breakdown:
+// start-ms (from the call to the loop's exec: in cold the network and the
+// sandbox's prepare and start, in prepared the files written and the
+// exec), loop-run-ms (the loop's run, model-ms of it the provider's) and
+// teardown-ms (the rest: the network when cold, the proxy hand-off and
+// take-back, the read-back, the sandbox's and the network's teardown);
+// each its own median.
 func BenchmarkEnclaveOverhead(b *testing.B) {
 	ctx := context.Background()
 	work := b.TempDir()
@@ -187,7 +193,7 @@ func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
 		}
 	}
 	qtpl := isolate.Template{RunID: runID, RootFS: qroot, Limits: isolate.DefaultLimits(), Policy: queryPol}
-	var agent, overhead, model, refill, query []time.Duration
+	var agent, overhead, model, start, run, rest, refill, query []time.Duration
 	for i := 0; b.Loop(); i++ {
 		cfg, err := json.Marshal(agentloop.Config{Profile: agentloop.ProfileOpenAI, Model: "m", Endpoint: "http://" + shape.Proxy.String(),
 			Capability: "awf-cap-bench", MaxModelRequests: 4, MaxModelTokens: 1000, MaxOutputBytes: 1024,
@@ -213,6 +219,9 @@ func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
 		agent = append(agent, d)
 		overhead = append(overhead, d-m)
 		model = append(model, m)
+		start = append(start, o.Timings.Start)
+		run = append(run, o.Timings.Run)
+		rest = append(rest, d-o.Timings.Start-o.Timings.Run)
 		if prepared {
 			// The broker refills after the response, on the lane the job
 			// held; here, after the measured invocation.
@@ -237,6 +246,9 @@ func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
 	reportMedian(b, "agent-ms", agent)
 	reportMedian(b, "overhead-ms", overhead)
 	reportMedian(b, "model-ms", model)
+	reportMedian(b, "start-ms", start)
+	reportMedian(b, "loop-run-ms", run)
+	reportMedian(b, "teardown-ms", rest)
 	if prepared {
 		reportMedian(b, "refill-ms", refill)
 	}
