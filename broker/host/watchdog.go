@@ -112,15 +112,17 @@ func RunWatchdog(pipe io.Reader, privateBase, ingressBase, auditArchive, runID s
 	if string(b) == watchdogDone {
 		return nil
 	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), WatchdogReclaimTimeout)
 	defer cancel()
 	l := NewLayout(runID, privateBase, ingressBase, auditArchive)
 	err := ReclaimRun(ctx, l)
+	took := time.Since(began).Round(time.Millisecond)
 	if err != nil {
-		fmt.Fprintf(logw, "awf: watchdog: run %s: %v\n", runID, err)
+		fmt.Fprintf(logw, "awf: watchdog: run %s (after %v): %v\n", runID, took, err)
 		return err
 	}
-	fmt.Fprintf(logw, "awf: watchdog: awf run ended without its teardown; run %s reclaimed\n", runID)
+	fmt.Fprintf(logw, "awf: watchdog: awf run ended without its teardown; run %s reclaimed in %v\n", runID, took)
 	return nil
 }
 
