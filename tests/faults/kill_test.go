@@ -142,6 +142,23 @@ func assertNoContainers(t *testing.T, e *engine, runID string, since time.Time) 
 	t.Errorf("containers of run %s left on the Engine %v after the fault:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 }
 
+// logWatchdog logs what the watchdog of run r said (its reclaim and how
+// long it took), or that it said nothing.
+func logWatchdog(t *testing.T, r *run) {
+	t.Helper()
+	var said []string
+	for _, l := range strings.Split(r.stderr.String(), "\n") {
+		if strings.Contains(l, "awf: watchdog:") {
+			said = append(said, l)
+		}
+	}
+	if len(said) == 0 {
+		t.Log("the watchdog said nothing (released, or no reclaim)")
+		return
+	}
+	t.Log(strings.Join(said, "\n"))
+}
+
 // TestKillAwfRun: kill -9 of awf run at each phase leaves nothing of the
 // run after 2 s (the watchdog reclaims it), the agent saw canonical bytes
 // only, and the audit was archived with what the broker recorded.
@@ -159,6 +176,7 @@ func TestKillAwfRun(t *testing.T) {
 				assertNothingLeft(t, id, killed)
 				assertNoContainers(t, e, id, killed)
 				r.wait(t, 10*time.Second)
+				logWatchdog(t, r)
 				assertCanonical(t, r.stdout.String(), "started", "bye")
 				assert.NotContains(t, r.stdout.String(), "Q ", "the killed run answered a query")
 				if phase == phaseTeardown {
@@ -225,6 +243,7 @@ func TestKillAgentShim(t *testing.T) {
 			assertNothingLeft(t, id, killed)
 			assertNoContainers(t, e, id, killed)
 			assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
+			logWatchdog(t, r)
 			assertCanonical(t, r.stdout.String(), "started")
 			ev := events(audit(t, id))
 			assert.Contains(t, ev, "shutdown")

@@ -442,18 +442,28 @@ func cgroupMounts() []string {
 }
 
 // assertNothingLeft fails unless nothing of the run is left within
-// leftoverBound of since (the fault).
+// leftoverBound of since (the fault). It logs how long the reclaim took
+// and, on failure, when each kind of leftover (process, mount, cgroup,
+// socket, directory) was last seen, so a slow reclaim says which part
+// was slow.
 func assertNothingLeft(t *testing.T, runID string, since time.Time) {
 	t.Helper()
 	deadline := since.Add(leftoverBound)
 	var left []string
+	gone := map[string]time.Duration{}
 	for {
 		var zombies []string
 		left, zombies = leftoversAndZombies(runID)
+		now := time.Since(since)
+		for _, l := range left {
+			kind, _, _ := strings.Cut(l, " ")
+			gone[kind] = now
+		}
 		if len(left) == 0 {
 			if len(zombies) > 0 {
 				t.Logf("dead, awaiting their reaper outside the run: %s", strings.Join(zombies, "; "))
 			}
+			t.Logf("nothing of run %s left %v after the fault%s", runID, now.Round(time.Millisecond), lastSeen(gone))
 			return
 		}
 		if time.Now().After(deadline) {
@@ -461,7 +471,22 @@ func assertNothingLeft(t *testing.T, runID string, since time.Time) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("%d things of run %s left %v after the fault:\n  %s", len(left), runID, leftoverBound, strings.Join(left, "\n  "))
+	t.Errorf("%d things of run %s left %v after the fault%s:\n  %s", len(left), runID, time.Since(since).Round(time.Millisecond),
+		lastSeen(gone), strings.Join(left, "\n  "))
+}
+
+// lastSeen says when each kind of leftover was last seen after the fault.
+func lastSeen(gone map[string]time.Duration) string {
+	if len(gone) == 0 {
+		return ""
+	}
+	var kinds []string
+	for _, k := range []string{"process", "mount", "cgroup", "socket", "directory"} {
+		if d, ok := gone[k]; ok {
+			kinds = append(kinds, fmt.Sprintf("%s %v", k, d.Round(time.Millisecond)))
+		}
+	}
+	return " (last seen: " + strings.Join(kinds, ", ") + ")"
 }
 
 // assertCanonical fails unless every response the agent printed ("Q …"
