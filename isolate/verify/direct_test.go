@@ -198,3 +198,30 @@ func TestDirectFilterSelection(t *testing.T) {
 		assert.True(t, ids[id], "%s is reported", id)
 	}
 }
+
+// TestConfiguredCPUQuotaHolds runs config/cpu in the real direct sandbox
+// under a quota below the sandbox's one CPU, so that the quota, not the
+// cpuset, is what binds: the probe must measure it and PASS. A busy host
+// only lowers the measurement.
+func TestConfiguredCPUQuotaHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := isolate.DefaultLimits()
+	l.CPUMilli = 300
+	rep, err := Run(ctx, Options{Runtimes: []string{"direct"}, Required: []string{"direct"}, RootFS: testRootFS,
+		Probes: []string{"config/cpu"}, Configured: &l, Environ: []string{}})
+	require.NoError(t, err)
+	rr := rep.Runtimes[0]
+	require.NotEqual(t, Blocked, rr.Status, rr.Reason)
+	assert.EqualValues(t, 300, rep.Pins.Config.Limits.CPUMilli, "the report pins the configured quota")
+	found := false
+	for _, r := range rr.Results {
+		if r.ID == "config/cpu" {
+			found = true
+			assert.Equal(t, Pass, r.Status, r.Evidence)
+			assert.Contains(t, r.Evidence, "under a 300 quota")
+			t.Log(r.Evidence)
+		}
+	}
+	assert.True(t, found, "config/cpu ran")
+}
