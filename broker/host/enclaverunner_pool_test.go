@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,4 +352,68 @@ func TestDirectPreparesEnclavesAhead(t *testing.T) {
 	assert.NotNil(t, backendPrepare(rt, "/root", pol))
 	assert.Nil(t, backendPrepare(rt, "/root", nil))
 	assert.Nil(t, backendPrepare(&enclaveFake{}, "/root", pol), "a runtime that does not prepare enclaves")
+}
+
+// TestPreparedEnclaveSweptAfterACrash: a broker that dies with enclaves
+// prepared leaves a waiting sandbox and its network; the next runtime on
+// the same state dir reclaims the sandbox from the journal, and the
+// teardown's enclave sweep removes the network.
+func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
+	requireRootNetNS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runID := testRunID()
+	work := t.TempDir()
+	h := isolate.HostConfig{RunID: runID, StateDir: filepath.Join(work, "state")}
+	rt, err := direct.Open(h)
+	require.NoError(t, err)
+	root := filepath.Join(work, "root")
+	require.NoError(t, buildEnclaveRoot(ctx, root))
+	pol, err := policy.AgentLoop()
+	require.NoError(t, err)
+	seed := filepath.Join(work, "seed")
+	require.NoError(t, os.MkdirAll(seed, 0o755))
+	r := &enclaveRuntime{Runtime: rt, runID: runID, proxy: &fakeHandoff{}, newNetwork: enclave.New,
+		sandbox: backendSandbox(rt, root, pol), prepare: backendPrepare(rt, root, pol)}
+	lim := isolate.DefaultLimits()
+	shape := broker.Enclave{SeedDir: seed, LoopBinary: "/bin/true", Argv: []string{broker.EnclaveLoopPath},
+		Env: []string{"PATH=/enclave/bin"}, UID: isolate.SandboxUID, GID: isolate.SandboxGID,
+		NoNewPrivileges: true, Limits: lim, Proxy: netipProxy(), ResultBytes: 8192, TranscriptBytes: broker.MaxTranscriptBytes}
+	tpl := isolate.Template{RunID: runID, RootFS: root, Repo: seed, Limits: lim, Policy: pol}
+	wp, err := r.EnclavePool(2, []isolate.Template{tpl}, func(isolate.Template) broker.Enclave { return shape })
+	require.NoError(t, err)
+	n, err := wp.Fill(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.NotEmpty(t, enclave.Resources(runID))
+	require.Len(t, sandboxProcesses(t, runID), 2, "each prepared enclave's init waits")
+	// The crash: the runtime lets go of its state dir without destroying
+	// anything (no pool Close, no Sweep).
+	require.NoError(t, rt.Close())
+
+	rt2, err := direct.Open(h)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, rt2.Close()) }()
+	require.NoError(t, rt2.Sweep(ctx), "the journal names the prepared sandboxes")
+	require.NoError(t, rt2.Usable())
+	require.NoError(t, enclave.SweepRuns(ctx, func(r string) bool { return r != runID }))
+	assert.Empty(t, enclave.Resources(runID), "an enclave network outlived the sweep")
+	assert.Empty(t, sandboxProcesses(t, runID), "a waiting init of the run outlived the sweep")
+}
+
+// sandboxProcesses lists the processes in a cgroup of the run's sandboxes.
+func sandboxProcesses(t *testing.T, runID string) []string {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []string
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if cg, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup")); err == nil && strings.Contains(string(cg), "awf-"+runID+"-") {
+			out = append(out, p.Name())
+		}
+	}
+	return out
 }
