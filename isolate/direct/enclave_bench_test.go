@@ -12,19 +12,21 @@ import (
 	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
-// BenchmarkEnclaveOverhead is a bounded agent's start-to-result overhead
-// on direct, without model time: per op, the enclave network, the loop in
+// BenchmarkEnclaveBackend is the backend's share of a bounded agent's
+// start-to-result overhead on direct, without model time, broken down
+// (make bench measures the broker's whole path: broker/host
+// BenchmarkEnclaveOverhead). Per op, the enclave network, the loop in
 // a fresh enclave answering after two model requests to a local provider
 // that answers at once, the read-back, the teardown of both; minus the
 // time the provider spent answering. A bounded query (the trivial script)
 // runs interleaved in the same op, for the side-by-side medians (ms).
 //
 // cold builds the network and prepares the sandbox inside the invocation,
-// as the broker does today. prepared builds the network and prepares the
-// sandbox (PrepareEnclave, without the invocation's files) before the
-// invocation starts, as a pool would, and reports that work as ahead-ms,
-// outside the overhead: the invocation writes its files, runs and tears
-// down.
+// as the broker does without a warm pool. prepared builds the network and
+// prepares the sandbox (PrepareEnclave, without the invocation's files)
+// before the invocation starts, as the broker's warm pool does, and
+// reports that work as ahead-ms, outside the overhead: the invocation
+// writes its files, runs and tears down.
 //
 // The breakdown: network-ms (building, in cold, and removing the enclave
 // network), sandbox-start-ms (prepare, in cold, to the loop's exec),
@@ -32,7 +34,7 @@ import (
 // sandbox-teardown-ms (reading the result and transcript back, destroying
 // the sandbox); each is its own median, so they need not sum to
 // overhead-ms exactly.
-func BenchmarkEnclaveOverhead(b *testing.B) {
+func BenchmarkEnclaveBackend(b *testing.B) {
 	for _, prepared := range []bool{false, true} {
 		name := "cold"
 		if prepared {
