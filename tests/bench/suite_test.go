@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,10 @@ import (
 //	AWF_BENCH_BIN=DIR       prebuilt awf and bounded-query (make bench passes bin/)
 //	AWF_BENCH_OUT=DIR       where PERFORMANCE.md and performance.json are (default ../../docs)
 //	AWF_TEST_DOCKER_SOCKET  the private Engine (tests/setup/dockerd.sh)
+//	AWF_BENCH_ROWS=A,B      only these rows (ids as in the report; "broker"
+//	                        and "startup" name those sections); a run for
+//	                        development: the report says it is partial
+//	AWF_BENCH_WORKLOADS=A,B only these workloads (trivial, gitlog, treewalk)
 func init() {
 	// The direct runtime re-executes this test binary as container init.
 	direct.InitIfRequested()
@@ -136,15 +141,27 @@ func runSuite() int {
 	s.note("`bwrap` binds the repository read-only (awf gives a private writable overlay) and sets up no cgroup and no seccomp filter: it is a floor, not an equal.")
 	s.note("`reference` reproduces the reference's per-query path with public tools: the image is the project's rootfs imported with `docker import` (the reference uses python:3.12-alpine), `--pull never` on that local image, Docker's default seccomp profile in place of the reference's own; every other flag is the reference's. Its in-container entry point copies the seed again into `/query` (`shutil.copytree`) and runs the script with `runpy`, as its `run-query` does.")
 	s.note("Each row takes as many samples as its first run's cost (a warm row's refill included) fits in %.0f s per cell (twice that, up to %d, in the trivial 10k-file cell the targets read), between %d and %d; a first run that cost over 2 s is kept as a sample and the row may take as few as 2 (1 over 8 s); other first runs are untimed. On the 100k-file repository, the git-log and tree-walk cells skip a row whose 10k-file run cost over 2 s.", s.p.budget.Seconds(), max(s.p.nMax, s.p.nTarget), s.p.nMin, s.p.nMax)
-	s.openRuntimes()
-	s.importReference()
-	rows := s.rows()
-	for _, row := range rows {
-		rep.Rows = append(rep.Rows, row.Row)
+	sel := selection{rows: listEnv("AWF_BENCH_ROWS"), workloads: listEnv("AWF_BENCH_WORKLOADS")}
+	if sel.rows != nil || sel.workloads != nil {
+		s.note("A partial run: rows %v, workloads %v (AWF_BENCH_ROWS, AWF_BENCH_WORKLOADS).", sel.rows, sel.workloads)
 	}
-	wls := Workloads()
-	for _, w := range wls {
-		rep.Workloads = append(rep.Workloads, w.ID)
+	s.openRuntimes(sel)
+	if sel.row(RowReference) {
+		s.importReference()
+	}
+	var rows []rowDef
+	for _, row := range s.rows() {
+		if sel.row(row.ID) {
+			rows = append(rows, row)
+			rep.Rows = append(rep.Rows, row.Row)
+		}
+	}
+	var wls []Workload
+	for _, w := range Workloads() {
+		if sel.workload(w.ID) {
+			wls = append(wls, w)
+			rep.Workloads = append(rep.Workloads, w.ID)
+		}
 	}
 	for _, r := range repos {
 		if err := s.warmRepo(r); err != nil {
@@ -155,14 +172,20 @@ func runSuite() int {
 			rep.Cells = append(rep.Cells, s.measureCell(rows, r, w)...)
 		}
 	}
-	rep.Startup = s.measureStartup()
+	rep.Startup = Startup{Blocked: "not selected (AWF_BENCH_ROWS)"}
+	if sel.row("startup") {
+		rep.Startup = s.measureStartup()
+	}
 	var mid *benchRepo
 	for _, r := range repos {
 		if r.id == RepoMid {
 			mid = r
 		}
 	}
-	rep.Broker = s.measureBroker(mid, wls[0])
+	rep.Broker = Broker{Blocked: "not selected (AWF_BENCH_ROWS, AWF_BENCH_WORKLOADS)"}
+	if sel.row("broker") && len(wls) > 0 && wls[0].ID == WorkTrivial {
+		rep.Broker = s.measureBroker(mid, wls[0])
+	}
 	rep.LoadEnd = loadavg()
 	rep.Minutes = float64(int(time.Since(start).Minutes()*10)) / 10
 	rep.Notes = s.notes
@@ -206,13 +229,51 @@ func writeReport(rep *Report) error {
 	return nil
 }
 
-// openRuntimes opens and probes direct, gvisor and docker; a runtime that
-// cannot run here is recorded with its reason.
-func (s *suite) openRuntimes() {
+// selection is what AWF_BENCH_ROWS and AWF_BENCH_WORKLOADS choose; a nil
+// list chooses everything.
+type selection struct{ rows, workloads []string }
+
+func (s selection) row(id string) bool { return s.rows == nil || slices.Contains(s.rows, id) }
+func (s selection) workload(id string) bool {
+	return s.workloads == nil || slices.Contains(s.workloads, id)
+}
+
+// runtimeUsed reports whether a selected row runs on runtime name.
+func (s selection) runtimeUsed(name string) bool {
+	switch name {
+	case "direct":
+		return s.row(RowDirectCold) || s.row(RowDirectWarm) || s.row("broker")
+	case "gvisor":
+		return s.row(RowGvisorCold) || s.row(RowGvisorWarm)
+	}
+	return s.row(RowDocker) || s.row(RowReference)
+}
+
+// listEnv splits a comma-separated variable; nil when it is unset or empty.
+func listEnv(key string) []string {
+	v := strings.TrimSpace(os.Getenv(key))
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// openRuntimes opens and probes direct, gvisor and docker (those a selected
+// row runs on); a runtime that cannot run here is recorded with its reason.
+func (s *suite) openRuntimes(sel selection) {
 	s.dockerS = os.Getenv("AWF_TEST_DOCKER_SOCKET")
 	open := map[string]func(isolate.HostConfig) (isolate.Runtime, error){"direct": direct.New, "gvisor": gvisor.New, "docker": docker.New}
 	for _, name := range []string{"direct", "gvisor", "docker"} {
 		switch {
+		case !sel.runtimeUsed(name):
+			s.blocked[name] = "not selected (AWF_BENCH_ROWS)"
+			continue
 		case name == "gvisor" && !onPath("runsc"):
 			s.blocked[name] = "BLOCKED: runsc is not installed"
 			continue
