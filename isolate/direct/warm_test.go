@@ -183,3 +183,52 @@ func TestIdleInterpreterKilled(t *testing.T) {
 	require.NoError(t, sb.Destroy(ctx))
 	e.assertIdle(t)
 }
+
+// TestEndingsLikePlainInterpreter runs scripts whose results depend on how
+// the interpreter ends (files left open, finalisers, atexit callbacks,
+// threads, exit statuses) through the bootstrap, as every default job runs,
+// and through the plain interpreter (the default argv with its flags in
+// another order, which the runtime runs as it is), inside the sandbox under
+// the seccomp policy, and wants the same outcome from both: kind, status,
+// output file, stdout and stderr. The bootstrap may end some of them with
+// os._exit after the interpreter's first steps (isolate/bootstrap.py); the
+// table of isolate's bootstrap test says which.
+func TestEndingsLikePlainInterpreter(t *testing.T) {
+	e := newEnv(t)
+	tpl := e.template(t, "")
+	plain := []string{"/usr/bin/python3", "-I", "-B", "-S", isolate.ScriptPath}
+	require.False(t, isolate.IsDefaultArgv(plain))
+	scripts := map[string]string{
+		"closed-with":      "import json\nwith open('/query/out', 'w') as f:\n    json.dump({'ok': True}, f)\nprint('done', end='')\n",
+		"unflushed-global": "import json\nf = open('/query/out', 'w')\njson.dump({'late': True}, f)\n",
+		"del-writes":       "class D:\n    def __del__(self):\n        print('del')\nd = D()\nopen('/query/out', 'w').write('1')\n",
+		"atexit-writes":    "import atexit\ndef w():\n    with open('/query/out', 'w') as f:\n        f.write('2')\natexit.register(w)\n",
+		"thread-joined":    "import threading\ndef w():\n    open('/query/out', 'w').write('3')\nthreading.Thread(target=w).start()\n",
+		"exit-3":           "import sys\nopen('/query/out', 'w').write('4')\nprint('x', end='')\nsys.exit(3)\n",
+		"exit-msg":         "import sys\nsys.exit('bye')\n",
+		"raise":            "import atexit, sys\natexit.register(lambda: print(type(sys.last_value).__name__))\nraise ValueError('v')\n",
+		"stdout-closed":    "import sys\nopen('/query/out', 'w').write('5')\nsys.stdout.close()\n",
+		"interrupt":        "open('/query/out', 'w').write('6')\nraise KeyboardInterrupt\n",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for name, script := range scripts {
+		t.Run(name, func(t *testing.T) {
+			sb, err := e.rt.Prepare(ctx, tpl)
+			require.NoError(t, err)
+			boot := sb.Exec(ctx, isolate.Job{InvocationID: "boot", Script: []byte(script)})
+			require.NoError(t, sb.Destroy(ctx))
+			sb, err = e.rt.Prepare(ctx, tpl)
+			require.NoError(t, err)
+			cold := sb.Exec(ctx, isolate.Job{InvocationID: "plain", Script: []byte(script), Argv: plain})
+			require.NoError(t, sb.Destroy(ctx))
+			for _, o := range []*isolate.Outcome{&boot, &cold} {
+				o.Timings, o.Detail = isolate.Timings{}, ""
+			}
+			// (An uncaught KeyboardInterrupt ends the plain interpreter
+			// with kill(2), which the policy answers with SIGSYS.)
+			assert.Equal(t, cold, boot)
+		})
+	}
+	e.assertIdle(t)
+}
