@@ -27,7 +27,7 @@ func (ProbeKind) Version() string { return proto.ProbeProtocolVersion }
 
 // MaxBody implements JobKind. The script cap is the query's; the whole
 // request (head and body) stays far below the reference's 256 KiB.
-func (ProbeKind) MaxBody() int { return proto.MaxScriptBytes }
+func (ProbeKind) MaxBody() int { return proto.MaxProbeScriptBytes }
 
 // Route implements RoutedKind.
 func (ProbeKind) Route() string { return proto.ProbeRoute }

@@ -26,7 +26,7 @@ func ProbeSkill(repos []string, timeoutSeconds, maxInvocations int) string {
 	w("- Outcomes are distinct, non-empty, at most %d UTF-8 bytes, without control characters or a leading or\n", proto.MaxOutcomeBytes)
 	w("  trailing space, and never `ERROR` (reserved for failures). Choose three that cover every answer,\n")
 	w("  for instance YES, NO and UNKNOWN.\n")
-	w("- The script arrives on stdin (not a terminal), is UTF-8 and at most %d bytes.\n", proto.MaxScriptBytes)
+	w("- The script arrives on stdin (not a terminal), is UTF-8 and at most %d bytes.\n", proto.MaxProbeScriptBytes)
 	w("- The command always prints exactly one JSON line and exits 0.\n\n")
 	w("## Script contract\n\n")
 	w("- Python 3 standard library only. The repository is at `/probe/repo`; you may read and modify your\n")

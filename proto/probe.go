@@ -32,9 +32,14 @@ const (
 	ProbeErrorOutcome = "ERROR"
 	// MaxOutcomeBytes caps one outcome label in UTF-8 bytes.
 	MaxOutcomeBytes = 64
-	// MaxProbeRequestBytes caps the whole request (the reference's 256 KiB);
-	// the script itself is capped at MaxScriptBytes.
+	// MaxProbeRequestBytes is the reference's cap on a whole probe request
+	// (256 KiB).
 	MaxProbeRequestBytes = 256 << 10
+	// MaxProbeScriptBytes caps a probe's script, its request body, at the
+	// reference's whole-request cap, so that every request the reference's
+	// client could send is accepted (the headers have their own 8 KiB cap).
+	// A query script keeps MaxScriptBytes: its schema and skill say so.
+	MaxProbeScriptBytes = MaxProbeRequestBytes
 	// MaxProbeResultBytes caps /probe/out (the reference's 1 KiB).
 	MaxProbeResultBytes = 1024
 	// ProbeErrorBody is the one canonical failure body and CLI line.
@@ -120,7 +125,7 @@ func ValidateProbeRequest(repo string, outcomes []string, script []byte) (*Probe
 	if err := ValidateOutcomes(outcomes); err != nil {
 		return nil, err
 	}
-	if err := ValidateScript(script); err != nil {
+	if err := validateScriptMax(script, MaxProbeScriptBytes); err != nil {
 		return nil, err
 	}
 	s, err := ProbeSchema(outcomes)

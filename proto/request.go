@@ -83,11 +83,17 @@ func isAlnum(c byte) bool {
 // ValidateScript checks a script body (R40): non-empty, valid UTF-8 and at
 // most MaxScriptBytes bytes. Errors wrap ErrRequest.
 func ValidateScript(b []byte) error {
+	return validateScriptMax(b, MaxScriptBytes)
+}
+
+// validateScriptMax is ValidateScript with the cap of the job kind (a
+// query's, or a sealed probe's).
+func validateScriptMax(b []byte, max int) error {
 	switch {
 	case len(b) == 0:
 		return fmt.Errorf("%w: script is empty", ErrRequest)
-	case len(b) > MaxScriptBytes:
-		return fmt.Errorf("%w: script is %d bytes; the maximum is %d", ErrRequest, len(b), MaxScriptBytes)
+	case len(b) > max:
+		return fmt.Errorf("%w: script is %d bytes; the maximum is %d", ErrRequest, len(b), max)
 	case !utf8.Valid(b):
 		return fmt.Errorf("%w: script is not valid UTF-8 (byte %d)", ErrRequest, firstInvalidUTF8(b))
 	}

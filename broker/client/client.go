@@ -107,13 +107,19 @@ func IsTerminal(fd int) bool {
 
 // ReadBody reads stdin up to MaxBodyBytes; more, or nothing, is an error.
 func ReadBody(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
+	return ReadBodyMax(r, MaxBodyBytes)
+}
+
+// ReadBodyMax is ReadBody with the cap of another job kind (a sealed
+// probe's script may be larger than a query's).
+func ReadBodyMax(r io.Reader, max int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
 	switch {
 	case err != nil:
 		return nil, err
 	case len(b) == 0:
 		return nil, errors.New("empty script")
-	case len(b) > MaxBodyBytes:
+	case len(b) > max:
 		return nil, errors.New("script too large")
 	}
 	return b, nil

@@ -97,7 +97,7 @@ func run(argv []string) string {
 	if sock == "" || client.IsTerminal(0) {
 		return proto.ProbeErrorBody
 	}
-	body, err := client.ReadBody(os.Stdin)
+	body, err := client.ReadBodyMax(os.Stdin, proto.MaxProbeScriptBytes)
 	if err != nil {
 		return proto.ProbeErrorBody
 	}

@@ -140,7 +140,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 	}
 	ok := append(r, o("A", "B", "C")...)
 	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(""), ok...), "empty script")
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(strings.Repeat("#", proto.MaxScriptBytes+1)), ok...), "oversized script")
+	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(strings.Repeat("#", proto.MaxProbeScriptBytes+1)), ok...), "oversized script")
 	assert.Equal(t, errLine, runCLI(t, nil, strings.NewReader("x"), ok...), "no socket variable")
 	assert.Empty(t, contacted, "the broker must not be contacted")
 }

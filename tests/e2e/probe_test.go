@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -241,13 +242,16 @@ func TestProbeFailureClosure(t *testing.T) {
 		"oom.py":      `open("/probe/out","w").write('{"result":"YES"}'); x = bytearray(200 << 20); x[::4096] = b"x" * len(x[::4096])`,
 		"timeout.py":  `open("/probe/out","w").write('{"result":"YES"}'); import time; time.sleep(30)`,
 		"diff.py":     `import subprocess; open("/probe/repo/README.md","w").write("diff"); open("/probe/out","w").write('{"result":"YES"}')`,
-		// One byte over the script cap (65536): refused before anything runs.
-		"huge.py": `open("/probe/out","w").write('{"result":"YES"}')` + "\n#" + strings.Repeat("x", 65536),
+		// One byte over the script cap (the reference's 256 KiB): refused
+		// before anything runs.
+		"huge.py": `open("/probe/out","w").write('{"result":"YES"}')` + "\n#" + strings.Repeat("x", proto.MaxProbeScriptBytes),
+		// Over a query script's cap, within the reference's: it runs.
+		"large.py": `open("/probe/out","w").write('{"result":"YES"}')` + "\n#" + strings.Repeat("x", 200<<10),
 	})
-	// 31: every request below that reaches the broker counts (wrong routes
+	// 32: every request below that reaches the broker counts (wrong routes
 	// and methods too), up to "last-counted"; the CLI's local refusals and
 	// the other broker's socket do not.
-	cfg := writeProbeConfig(t, bq{}, &sp{Enabled: true, Timeout: 1, MemoryLimit: "64m", MaxInvocations: 31,
+	cfg := writeProbeConfig(t, bq{}, &sp{Enabled: true, Timeout: 1, MemoryLimit: "64m", MaxInvocations: 32,
 		PrivateRepos: []probeRepo{{Repo: "demo/a", Source: repoDir}}})
 	req := func(repo, o1, o2, o3 string) string {
 		return fmt.Sprintf(`curl --silent --noproxy '*' --unix-socket "$AWF_SEALED_PROBE_SOCKET" --max-time 60 -X POST -H 'Expect:' `+
@@ -278,6 +282,7 @@ p signal --repo demo/a $O3 < $D/signal.py
 p oom --repo demo/a $O3 < $D/oom.py
 p timeout --repo demo/a $O3 < $D/timeout.py
 p diff --repo demo/a $O3 < $D/diff.py
+p large --repo demo/a $O3 < $D/large.py
 p unknown-repo --repo demo/other $O3 < $D/ok.py
 echo "bypass-repo $(%[2]s)"
 echo "bypass-error-outcome $(%[3]s)"
@@ -311,6 +316,7 @@ AWF_SEALED_PROBE_SOCKET=$AWF_BOUNDED_QUERY_SOCKET p wrong-broker --repo demo/a $
 	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["canonical"], "the broker re-serialises valid output itself")
 	assert.Equal(t, `rc=0 stderr=0 {"result":"ja é"}`, got["utf8"])
 	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["diff"], "a mutation of the copy is neither an error nor returned")
+	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["large"], "a script the reference's request cap allows")
 	assert.Equal(t, `{"result":"NO"}`, got["bypass-reference"], "the reference client's request")
 	assert.Equal(t, `rc=0 stderr=0 {"result":"NO"}`, got["last-counted"])
 	for _, name := range []string{"script-error", "undeclared", "duplicate-key", "trailing", "extra-field", "non-object",
