@@ -365,7 +365,7 @@ func waitStdoutWithin(t *testing.T, r *run, s string, d time.Duration) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not print %s within %v\nstderr:\n%s", s, d, r.stderr.String())
+			t.Fatalf("the agent did not print %s within %v (%d responses by then)\nstderr:\n%s", s, d, len(queryResponses(r.stdout.String())), r.stderr.String())
 		}
 	}
 }
