@@ -124,6 +124,9 @@ func buildView(a ShimArgs, k shimKnobs) error {
 	if err := coverIngress(a.IngressBase, a.IngressRoot); err != nil {
 		return err
 	}
+	if err := installAgentCLIs(SkillDirOf(a.IngressRoot), scratchDir); err != nil {
+		return err
+	}
 	if err := buildProc(empty, k); err != nil {
 		return err
 	}

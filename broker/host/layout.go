@@ -69,9 +69,19 @@ func NewLayout(runID, privateBase, ingressBase, auditArchive string) Layout {
 		IngressRoot:  ing,
 		SocketDir:    filepath.Join(ing, "run"),
 		Socket:       filepath.Join(ing, "run", "broker.sock"),
-		SkillDir:     filepath.Join(ing, "skill"),
+		SkillDir:     SkillDirOf(ing),
 		SkillPath:    filepath.Join(ing, "skill", "SKILL.md"),
-		CLIPath:      filepath.Join(ing, "skill", "bounded-query"),
+		CLIPath:      filepath.Join(SkillDirOf(ing), "bounded-query"),
 		AuditArchive: filepath.Join(auditArchive, runID),
 	}
+}
+
+// SkillDirOf is a run's skill directory (SKILL.md and the agent CLIs)
+// below its ingress root; "" for no ingress root. The shim finds the CLIs
+// there.
+func SkillDirOf(ingressRoot string) string {
+	if ingressRoot == "" {
+		return ""
+	}
+	return filepath.Join(ingressRoot, "skill")
 }

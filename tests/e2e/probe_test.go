@@ -198,14 +198,26 @@ func TestProbeContractPerRuntime(t *testing.T) {
 			})
 			cfg := writeProbeConfig(t, bq{DockerSocket: sock}, &sp{Enabled: true, Runtime: rt,
 				PrivateRepos: []probeRepo{{Repo: "demo/a", Source: repoDir}, {Repo: "demo/b", Source: repoB(t)}}})
-			r := awfRun(t, cfg, agentScript(t, pHelper+fmt.Sprintf(`
+			// The seed installs the CLI at /usr/local/bin/sealed-probe: a
+			// workflow may call that path as well as the name.
+			r := awfRun(t, cfg, agentScript(t, pHelper+cliHelper("pabs", "/usr/local/bin/sealed-probe")+fmt.Sprintf(`
 p modify --repo demo/a $O3 < %[1]s/modify.py
 p isolation --repo demo/a $O3 < %[1]s/isolation.py
+pabs seed-path --repo demo/a $O3 < %[1]s/modify.py
+echo "host-tools $(ls /usr/local/bin | tr '\n' ' ')"
 `, dir)), "GH_TOKEN=ghp_e2estagingtokennevervisible0000000000")
 			require.Equal(t, 0, r.code, r.stderr)
 			got := lines(r.stdout)
-			for _, name := range []string{"modify", "isolation"} {
+			for _, name := range []string{"modify", "isolation", "seed-path"} {
 				assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got[name], name)
+			}
+			// The host's own tools stay beside the CLI, in the agent's view.
+			seen := strings.Fields(got["host-tools"])
+			assert.Contains(t, seen, "sealed-probe")
+			hostBin, err := os.ReadDir("/usr/local/bin")
+			require.NoError(t, err)
+			for _, e := range hostBin {
+				assert.Contains(t, seen, e.Name())
 			}
 			assert.Zero(t, conns(), "a probe reached a host loopback service")
 			assertNoNewRunDirs(t, before)
