@@ -20,8 +20,9 @@ const AgentBinDir = "/usr/local/bin"
 // a tmpfs the caller detaches afterwards; the overlay keeps it) and whose
 // lower layer is the host's own AgentBinDir, so every tool the host has
 // there stays. Nothing is written to the host. A host without AgentBinDir
-// gets nothing (the CLIs are still on PATH); a CLI named like a host tool
-// there wins, in this view only.
+// gets nothing (the CLIs are still on PATH), and so does one whose
+// directory overlayfs cannot stack on (a line on stderr says so); a CLI
+// named like a host tool there wins, in this view only.
 func installAgentCLIs(skillDir, scratch string) error {
 	if skillDir == "" {
 		return nil
@@ -60,7 +61,9 @@ func installAgentCLIs(skillDir, scratch string) error {
 	}
 	opts := "lowerdir=" + links + ":" + AgentBinDir
 	if err := unix.Mount("awf-bin", AgentBinDir, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("agent shim: install the CLIs in %s: %w", AgentBinDir, err)
+		// A convenience, not a control: a host whose directory overlayfs
+		// cannot stack on still runs, with the CLIs on PATH only.
+		fmt.Fprintf(os.Stderr, "awf: the agent CLIs are on PATH but not in %s (overlay: %v)\n", AgentBinDir, err)
 	}
 	return nil
 }
