@@ -329,9 +329,10 @@ func TestPreparedEnclaveLooksCold(t *testing.T) {
 	if dump := os.Getenv("AWF_TEST_DUMP_OBSERVATION"); dump != "" {
 		require.NoError(t, os.WriteFile(dump, warm.Observed, 0o600))
 	}
-	// The residual: the enclave's tmpfs mounts are as old as the enclave,
-	// so a program in a prepared one can tell how long it waited (not what
-	// ran before it: nothing did). The read-only directory is as new as
+	// The residual: the enclave's tmpfs mounts, and the program's own
+	// process (started at prepare time, then blocked on its start), are
+	// as old as the enclave, so a program in a prepared one can tell how
+	// long it waited (not what ran before it: nothing did). The read-only directory is as new as
 	// the invocation's files in both.
 	t.Logf("ages (ms): cold %v, prepared after %v idle %v", cold.Ages, idle, warm.Ages)
 	for _, p := range []string{broker.EnclaveOutDir, broker.EnclaveTmpDir} {
@@ -355,7 +356,8 @@ func TestDirectPreparesEnclavesAhead(t *testing.T) {
 }
 
 // TestPreparedEnclaveSweptAfterACrash: a broker that dies with enclaves
-// prepared leaves a waiting sandbox and its network; the next runtime on
+// prepared leaves a waiting sandbox (its program started, blocked on its
+// start) and its network; the next runtime on
 // the same state dir reclaims the sandbox from the journal, and the
 // teardown's enclave sweep removes the network.
 func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
@@ -376,7 +378,8 @@ func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
 	r := &enclaveRuntime{Runtime: rt, runID: runID, proxy: &fakeHandoff{}, newNetwork: enclave.New,
 		sandbox: backendSandbox(rt, root, pol), prepare: backendPrepare(rt, root, pol)}
 	lim := isolate.DefaultLimits()
-	shape := broker.Enclave{SeedDir: seed, LoopBinary: "/bin/true", Argv: []string{broker.EnclaveLoopPath},
+	// A program that waits for its start, as the loop does.
+	shape := broker.Enclave{SeedDir: seed, LoopBinary: buildObserver(ctx, t), Argv: []string{broker.EnclaveLoopPath},
 		Env: []string{"PATH=/enclave/bin"}, UID: isolate.SandboxUID, GID: isolate.SandboxGID,
 		NoNewPrivileges: true, Limits: lim, Proxy: netipProxy(), ResultBytes: 8192, TranscriptBytes: broker.MaxTranscriptBytes}
 	tpl := isolate.Template{RunID: runID, RootFS: root, Repo: seed, Limits: lim, Policy: pol}
@@ -386,7 +389,7 @@ func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.NotEmpty(t, enclave.Resources(runID))
-	require.Len(t, sandboxProcesses(t, runID), 2, "each prepared enclave's init waits")
+	require.Len(t, sandboxProcesses(t, runID), 2, "each prepared enclave's program waits for its start")
 	// The crash: the runtime lets go of its state dir without destroying
 	// anything (no pool Close, no Sweep).
 	require.NoError(t, rt.Close())

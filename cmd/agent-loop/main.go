@@ -4,6 +4,11 @@
 // the contract's paths, and its only outputs are result.json and
 // transcript.jsonl under /enclave/out. It is built static (CGO_ENABLED=0)
 // because it is the only program in the enclave.
+//
+// A backend may start it ahead of its invocation (direct does, for a
+// prepared enclave and a cold one alike): it then initialises its runtime,
+// waits on descriptor 3 for the start (agentloop.AwaitStart) and reads its
+// inputs only after it, exactly as a loop started at the invocation does.
 package main
 
 import (
@@ -16,6 +21,9 @@ import (
 func main() {
 	if len(os.Args) > 1 {
 		os.Exit(agentloop.ExitBadInput)
+	}
+	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+		os.Exit(agentloop.ExitNoStart)
 	}
 	os.Exit(agentloop.Main(context.Background(), agentloop.DefaultPaths()))
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/broker/agentloop"
 )
 
 // Spec is the probe's argument.
@@ -48,6 +50,11 @@ const (
 )
 
 func main() {
+	// Started ahead as the loop is (direct), it waits for its start.
+	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+		fmt.Fprintln(os.Stderr, "enclave-probe:", err)
+		os.Exit(2)
+	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: enclave-probe SPEC-JSON")
 		os.Exit(2)

@@ -39,11 +39,19 @@ func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.
 }
 
 // PreparedEnclave is one enclave sandbox prepared ahead of its invocation
-// (PrepareEnclave): created and started up to the point where its init
-// waits to exec the job, every control in place and the network joined
-// and confined, nothing of the job run. It is single-use: Run runs one job
-// in it and destroys it; Destroy destroys it unused. It is journalled as
-// every sandbox is, so a crashed broker's Sweep reclaims it.
+// (PrepareEnclave): created, every control in place and the network
+// joined and confined, and its program (the job's argv) started under
+// them, waiting on descriptor 3 (isolate.BootstrapFD, the read end of a
+// pipe whose write end the runtime keeps) for its start: a program there
+// must read nothing of the invocation before it (agentloop.AwaitStart).
+// Run writes the invocation's files, then hands over the start, the
+// framing of an empty script (isolate.HandScript), and the wall-clock
+// deadline counts from there; a handover that fails kills the enclave. A
+// cold RunEnclave goes the same way, handing over at once, so that the
+// program cannot tell the two apart by its start. It is single-use: Run
+// runs one job in it and destroys it; Destroy destroys it unused. It is
+// journalled as every sandbox is, so a crashed broker's Sweep reclaims
+// it.
 type PreparedEnclave struct {
 	sb *sandbox
 	l  enclave.Layout
@@ -101,7 +109,8 @@ func (p *PreparedEnclave) run(ctx context.Context, files []enclave.RootFile, job
 	case !slices.Equal(job.Argv, sb.argv):
 		err = fmt.Errorf("the enclave was prepared for %q, not %q", sb.argv, job.Argv)
 	case len(files) > 0:
-		// Before the job exists: init still waits to exec it.
+		// Before the start: the program waits on its descriptor and
+		// has read nothing yet.
 		err = l.StageFiles(filepath.Join(sb.sc.root, enclaveHostDir))
 	}
 	var out isolate.Outcome

@@ -2,13 +2,21 @@ package direct_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/broker/agentloop"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/enclave"
@@ -95,5 +103,84 @@ func TestPreparedEnclaveSingleUse(t *testing.T) {
 	o, _ = p.Run(ctx, nil, isolate.Job{InvocationID: "again", Argv: argv})
 	assert.Equal(t, isolate.KindLaunchFailed, o.Kind, "a prepared enclave is single-use")
 	assert.NoError(t, p.Destroy(ctx), "Destroy after Run does nothing")
+	e.assertIdle(t)
+}
+
+// enclavePrograms returns the pids of the programs named comm running in
+// this run's sandboxes (their cgroup names the run), with the state each
+// is in (/proc/PID/stat).
+func enclavePrograms(t *testing.T, runID, comm string) map[int]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	found := map[int]string{}
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !strings.Contains(string(cg), runID) {
+			continue
+		}
+		// pid (comm) state ...: the program's own cmdline is not
+		// readable (it is not dumpable), its name is.
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i || j+3 > len(s) || s[i+1:j] != comm {
+			continue
+		}
+		found[pid] = s[j+2 : j+3]
+	}
+	return found
+}
+
+// TestPreparedEnclaveStartsTheProgramAhead: a prepared enclave's program
+// already runs, under every control, and waits on its start descriptor
+// (asleep, a pipe at descriptor 3) before Run, which then writes the files
+// and hands over the start; a program that ends before its start fails
+// the invocation closed, and nothing is left either way.
+func TestPreparedEnclaveStartsTheProgramAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	f := isolatetest.NewEnclaveFixture(ctx, t)
+	n, err := enclave.New(ctx, enclave.Options{RunID: e.runID, Name: "ahead"})
+	require.NoError(t, err)
+	defer func() {
+		assert.NoError(t, n.Close())
+		assert.Empty(t, enclave.Resources(e.runID))
+	}()
+	tpl := isolate.Template{RunID: e.runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: f.Policy}
+	l := enclave.Layout{
+		Dir: "/enclave", Binds: []enclave.Bind{{Source: f.Seed, Path: "/enclave/repo"}, {Source: f.Loop, Path: "/enclave/bin/loop", Exec: true}},
+		Out: "/enclave/out", OutBytes: 1 << 20, Result: "result.json", Transcript: "transcript.jsonl", TranscriptBytes: 1 << 20,
+	}
+	argv := []string{"/enclave/bin/loop"}
+	require.Equal(t, isolate.BootstrapFD, agentloop.StartFD, "the loop waits where the runtime hands over")
+
+	p, err := e.rt.PrepareEnclave(ctx, tpl, l, argv)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, p.Destroy(ctx)) }()
+	// Init execs it as Prepare returns; it then waits on its start.
+	var progs map[int]string
+	require.Eventually(t, func() bool {
+		progs = enclavePrograms(t, e.runID, "loop")
+		return len(progs) == 1 && slices.Contains(slices.Collect(maps.Values(progs)), "S")
+	}, 20*time.Second, 10*time.Millisecond, "the prepared enclave's program runs, asleep, before its invocation: %v", progs)
+	for pid := range progs {
+		st, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, isolate.BootstrapFD))
+		require.NoError(t, err)
+		assert.Equal(t, os.ModeNamedPipe, st.Mode()&os.ModeType, "on its start pipe")
+		// Ended before its start: the invocation fails closed.
+		require.NoError(t, unix.Kill(pid, unix.SIGKILL))
+		require.Eventually(t, func() bool { return len(enclavePrograms(t, e.runID, "loop")) == 0 }, 10*time.Second, 10*time.Millisecond)
+	}
+	o, _ := p.Run(ctx, nil, isolate.Job{InvocationID: "ended", Argv: argv})
+	assert.Equal(t, isolate.KindLaunchFailed, o.Kind, "%s", o.Detail)
 	e.assertIdle(t)
 }

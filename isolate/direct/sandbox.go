@@ -226,6 +226,11 @@ func (sb *sandbox) start(ctx context.Context) error {
 		// One launch path for the default interpreter, whether the
 		// sandbox waits in a pool or runs at once: a script cannot tell.
 		launch = isolate.BootstrapArgv(isolate.BootstrapFD)
+	}
+	if sb.enc != nil || isolate.IsDefaultArgv(sb.argv) {
+		// An enclave's program likewise starts here, waits on the same
+		// descriptor and is handed an empty script as its start
+		// (enclave.go).
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("bootstrap pipe: %w", err)

@@ -23,9 +23,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/awf-project/awf/broker/agentloop"
 )
 
 func main() {
+	// As the loop: started ahead on direct, it observes nothing before
+	// its start.
+	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+		os.Exit(agentloop.ExitNoStart)
+	}
 	obs := map[string]any{}
 	read := func(p string) string {
 		b, err := os.ReadFile(p)
