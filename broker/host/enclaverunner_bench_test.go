@@ -104,10 +104,14 @@ func (p *benchProvider) takeModel() time.Duration {
 // cold: no warm pool, the network and the sandbox are made inside the
 // invocation. prepared: the broker's warm pool of one enclave, refilled
 // after each invocation as the broker refills after the response, outside
-// the invocation (reported as refill-ms). Medians, ms, with a breakdown:
-// start-ms (from the call to the loop's exec: in cold the network and the
-// sandbox's prepare and start, in prepared the files written and the
-// exec), loop-run-ms (the loop's run, model-ms of it the provider's) and
+// the invocation (reported as refill-ms); the refill starts the loop,
+// which waits for its start (agentloop.AwaitStart). Medians, ms, with a
+// breakdown: start-ms (from the call to the loop's start being handed
+// over: in cold the network, the sandbox's prepare and the loop's exec,
+// in prepared the files written and the handover), loop-run-ms (from the
+// start to the loop's reaped exit, model-ms of it the provider's: the
+// time its handler took, from the request's headers to the answer
+// written, so that only the fake provider's own work is taken off) and
 // teardown-ms (the rest: the network when cold, the proxy hand-off and
 // take-back, the read-back, the sandbox's and the network's teardown);
 // each its own median.

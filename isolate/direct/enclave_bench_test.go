@@ -25,12 +25,14 @@ import (
 // as the broker does without a warm pool. prepared builds the network and
 // prepares the sandbox (PrepareEnclave, without the invocation's files)
 // before the invocation starts, as the broker's warm pool does, and
-// reports that work as ahead-ms, outside the overhead: the invocation
-// writes its files, runs and tears down.
+// reports that work as ahead-ms, outside the overhead: the loop has
+// started there and waits for its start; the invocation writes its files,
+// hands over the start, runs and tears down.
 //
 // The breakdown: network-ms (building, in cold, and removing the enclave
-// network), sandbox-start-ms (prepare, in cold, to the loop's exec),
-// loop-run-ms (the loop's run, model-ms of it the provider's answers) and
+// network), sandbox-start-ms (prepare, in cold, to the loop's start being
+// handed over), loop-run-ms (from the start to the loop's reaped exit,
+// model-ms of it the provider's answers) and
 // sandbox-teardown-ms (reading the result and transcript back, destroying
 // the sandbox); each is its own median, so they need not sum to
 // overhead-ms exactly.
