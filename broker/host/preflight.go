@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -268,7 +269,9 @@ func AgentHide(in HideInputs) []string {
 	if cache == "" {
 		cache = DefaultRootFSCache
 	}
-	c := []string{in.PrivateBase, in.AuditArchiveBase, cache, in.RootFS}
+	// The enclave namespaces' directory: its entries come and go at an
+	// enclave's start and teardown, at moments the agent must not learn.
+	c := []string{in.PrivateBase, in.AuditArchiveBase, cache, in.RootFS, enclave.NetNSDir}
 	c = append(c, in.StateDirs...)
 	c = append(c, in.Sources...)
 	c = append(c, EngineSockets(in.DockerSocket, in.DockerHost)...)
@@ -415,6 +418,11 @@ func planAgentHide(o Options, agent Agent, l Layout) ([]string, error) {
 		if strings.HasPrefix(r.Source, "/") {
 			in.Sources = append(in.Sources, r.Source)
 		}
+	}
+	// The directory must exist before the agent starts, so that its view
+	// covers it even when another run's enclaves create it later.
+	if err := enclave.EnsureNetNSDir(); err != nil {
+		return nil, fmt.Errorf("preflight: %w", err)
 	}
 	hide := AgentHide(in)
 	kept := []keptPath{

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate/enclave"
 )
 
 // gitRepo makes a real git repository in a temp dir and applies each
@@ -176,7 +177,9 @@ func TestAgentHide(t *testing.T) {
 		Sources:      []string{"/srv/git/a", "/srv/git/a/sub", "relative", "/srv/git/a-b"},
 		DockerSocket: sock, DockerHost: "unix://" + host,
 	})
-	for _, want := range []string{"/var/lib/awf/private", "/var/log/awf", DefaultRootFSCache, "/srv/rootfs", "/srv/git/a", "/srv/git/a-b", sock, host} {
+	// enclave.NetNSDir: the enclave namespaces come and go there at an
+	// enclave's start and teardown, which a metered agent must not see.
+	for _, want := range []string{"/var/lib/awf/private", "/var/log/awf", DefaultRootFSCache, "/srv/rootfs", "/srv/git/a", "/srv/git/a-b", sock, host, enclave.NetNSDir} {
 		assert.Contains(t, got, want)
 	}
 	assert.NotContains(t, got, "/var/lib/awf/private/run/state", "covered by the private base")
@@ -187,6 +190,7 @@ func TestAgentHide(t *testing.T) {
 	}
 	// A socket path that does not exist is not listed; a tcp DOCKER_HOST neither.
 	got = AgentHide(HideInputs{PrivateBase: "/p", DockerSocket: filepath.Join(tmp, "gone.sock"), DockerHost: "tcp://127.0.0.1:2375"})
+	assert.Contains(t, got, enclave.NetNSDir, "covered whether or not this run has bounded agents")
 	assert.NotContains(t, got, filepath.Join(tmp, "gone.sock"))
 	assert.Contains(t, EngineSockets(sock, ""), sock)
 }

@@ -274,7 +274,7 @@ func TestVsockNeedsThePolicy(t *testing.T) {
 func TestFailedNewRemovesWhatItMade(t *testing.T) {
 	run := fmt.Sprintf("test%d", os.Getpid())
 	taken := filepath.Join(NetNSDir, Prefix+run+".taken-p")
-	require.NoError(t, os.MkdirAll(NetNSDir, 0o755))
+	require.NoError(t, EnsureNetNSDir())
 	require.NoError(t, os.WriteFile(taken, nil, 0o444))
 	defer os.Remove(taken)
 	_, err := New(context.Background(), Options{RunID: run, Name: "taken"})

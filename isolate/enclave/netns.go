@@ -12,16 +12,126 @@ import (
 )
 
 // NetNSDir holds the bind mounts that keep the enclave namespaces alive
-// between processes: iproute2's directory, so that an operator sees them
-// with `ip netns list`.
-const NetNSDir = "/run/netns"
+// between processes. It is awf's own, root only (0700), and a tmpfs of its
+// own (EnsureNetNSDir), not iproute2's /run/netns: an agent that can stat
+// /run/netns would read the moment an enclave started or was torn down
+// from the directory's mtime and the entries' ctimes, and statfs of /run
+// would move with every namespace file. Every agent's view covers this
+// directory (broker/host AgentHide), and nothing under it changes the
+// metadata of anything outside it. An operator lists the namespaces with
+// `ls /run/awf-netns` and enters one with `nsenter --net=/run/awf-netns/NAME`.
+const NetNSDir = "/run/awf-netns"
+
+// LegacyNetNSDir is where enclave namespaces lived before NetNSDir; the
+// sweep still reclaims what a broker of that version left there.
+const LegacyNetNSDir = "/run/netns"
+
+// netNSDirSize bounds NetNSDir's tmpfs: it holds only empty files, each a
+// mount point for one namespace.
+const netNSDirSize = "size=64k,nr_inodes=4096"
+
+// EnsureNetNSDir makes NetNSDir a root-only (0700) directory with a tmpfs
+// of its own mounted on it, once per boot: the tmpfs stays when a run ends,
+// so that making and removing namespace files never touches the directory
+// above it again. It runs before any agent starts (preflight), so every
+// agent's view can cover it. It refuses a NetNSDir that is a symlink, not
+// root's, or open to others. Concurrent callers serialise on a lock of the
+// directory, and the mount is checked again under the lock.
+// LegacyNetNSDir is not made: only the sweep reads it.
+func EnsureNetNSDir() error { return ensureNetNSDir(NetNSDir) }
+
+func ensureNetNSDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("netns dir: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("netns dir %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("netns dir %s: lock: %w", dir, err)
+	}
+	mounted, err := netNSDirMounted(dir)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		// The directory under the tmpfs is never written; an older test
+		// may have made it 0755, so narrow root's own first.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("netns dir %s: %w", dir, err)
+		}
+		if st.Uid == 0 && st.Gid == 0 {
+			if err := unix.Fchmod(fd, 0o700); err != nil {
+				return fmt.Errorf("netns dir %s: %w", dir, err)
+			}
+		}
+		if err := checkRootOnly(dir); err != nil {
+			return err
+		}
+		if err := unix.Mount("awf-netns", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+			"mode=0700,uid=0,gid=0,"+netNSDirSize); err != nil {
+			return fmt.Errorf("netns dir %s: mount tmpfs: %w", dir, err)
+		}
+		if mounted, err = netNSDirMounted(dir); err != nil {
+			return err
+		} else if !mounted {
+			return fmt.Errorf("netns dir %s: no tmpfs after mounting one", dir)
+		}
+	}
+	return checkRootOnly(dir)
+}
+
+// netNSDirMounted reports whether dir is a tmpfs mounted on dir itself
+// (its device differs from its parent's), not a tmpfs that happens to
+// hold it (a /run that is a tmpfs).
+func netNSDirMounted(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return false, fmt.Errorf("netns dir %s: %w", dir, err)
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, fmt.Errorf("netns dir %s: %w", dir, err)
+	}
+	if st.Dev == parent.Dev {
+		return false, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return false, fmt.Errorf("netns dir %s: %w", dir, err)
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return false, fmt.Errorf("netns dir %s: something other than awf's tmpfs is mounted there (filesystem type %#x)", dir, fs.Type)
+	}
+	return true, nil
+}
+
+// checkRootOnly refuses a dir that is a symlink, not a directory, not
+// root's, or open to group or others.
+func checkRootOnly(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("netns dir %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Gid != 0 || st.Mode&0o077 != 0 {
+		return fmt.Errorf("netns dir %s: must be a directory owned by root:root with mode 0700 (mode %#o, owner %d:%d)",
+			dir, st.Mode, st.Uid, st.Gid)
+	}
+	return nil
+}
 
 // createNetNS creates a network namespace, writes the sysctls kv in it
 // (see setSysctls) and keeps it at path (a bind mount of its nsfs file),
 // from a thread that is thrown away afterwards, so no goroutine of the
 // caller ever runs in it.
 func createNetNS(path string, kv [][2]string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if filepath.Dir(path) == NetNSDir {
+		if err := EnsureNetNSDir(); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("netns dir: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)

@@ -16,8 +16,9 @@ func Sweep(ctx context.Context, liveRunID string) error {
 }
 
 // SweepRuns removes the enclave resources of every run for which live
-// returns false: their namespaces in NetNSDir, with the links in them, and
-// their cgroups in the cgroup v2 tree. Hooks and filters need no sweep:
+// returns false: their namespaces in NetNSDir (and in LegacyNetNSDir, where
+// an older broker kept them), with the links in them, and their cgroups in
+// the cgroup v2 tree. Hooks and filters need no sweep:
 // they are links held by descriptors, which died with the broker, or
 // filters that go with their interface. A cgroup that still has a process
 // is reported, not forced: the backend's own sweep kills sandboxes first.
@@ -28,25 +29,27 @@ func SweepRuns(ctx context.Context, live func(runID string) bool) error {
 		return !ok || live(run)
 	}
 	var errs []error
-	ents, err := os.ReadDir(NetNSDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("enclave sweep: %w", err)
-	}
-	for _, ent := range ents {
-		if err := ctx.Err(); err != nil {
+	for _, dir := range netNSDirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("enclave sweep: %w", err)
 		}
-		if keep(ent.Name()) {
-			continue
-		}
-		p := filepath.Join(NetNSDir, ent.Name())
-		if strings.HasSuffix(ent.Name(), "-p") {
-			if err := deleteLinks(p); err != nil {
+		for _, ent := range ents {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("enclave sweep: %w", err)
+			}
+			if keep(ent.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, ent.Name())
+			if strings.HasSuffix(ent.Name(), "-p") {
+				if err := deleteLinks(p); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if err := removeNetNS(p); err != nil {
 				errs = append(errs, err)
 			}
-		}
-		if err := removeNetNS(p); err != nil {
-			errs = append(errs, err)
 		}
 	}
 	if root, err := cgroup2Root(); err == nil {
@@ -68,6 +71,10 @@ func SweepRuns(ctx context.Context, live func(runID string) bool) error {
 	return nil
 }
 
+// netNSDirs are the directories the sweep and Leftovers read: awf's own,
+// and iproute2's, where a broker before NetNSDir kept its namespaces.
+var netNSDirs = []string{NetNSDir, LegacyNetNSDir}
+
 // runOf returns the run ID in a resource's name.
 func runOf(name string) (string, bool) {
 	rest, ok := strings.CutPrefix(name, Prefix)
@@ -86,10 +93,12 @@ func Leftovers(liveRunID string) []string {
 		run, ok := runOf(name)
 		return ok && (liveRunID == "" || run != liveRunID)
 	}
-	ents, _ := os.ReadDir(NetNSDir)
-	for _, ent := range ents {
-		if match(ent.Name()) {
-			out = append(out, filepath.Join(NetNSDir, ent.Name()))
+	for _, dir := range netNSDirs {
+		ents, _ := os.ReadDir(dir)
+		for _, ent := range ents {
+			if match(ent.Name()) {
+				out = append(out, filepath.Join(dir, ent.Name()))
+			}
 		}
 	}
 	if root, err := cgroup2Root(); err == nil {
