@@ -369,6 +369,21 @@ func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
 	h := isolate.HostConfig{RunID: runID, StateDir: filepath.Join(work, "state")}
 	rt, err := direct.Open(h)
 	require.NoError(t, err)
+	closed, swept := false, false
+	defer func() {
+		if swept {
+			return
+		}
+		// A failure before the sweep: reclaim what the test made.
+		if !closed {
+			assert.NoError(t, rt.Close())
+		}
+		if rt3, err := direct.Open(h); assert.NoError(t, err) {
+			assert.NoError(t, rt3.Sweep(ctx))
+			assert.NoError(t, rt3.Close())
+		}
+		assert.NoError(t, enclave.SweepRuns(ctx, func(r string) bool { return r != runID }))
+	}()
 	root := filepath.Join(work, "root")
 	require.NoError(t, buildEnclaveRoot(ctx, root))
 	pol, err := policy.AgentLoop()
@@ -392,6 +407,7 @@ func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
 	require.Len(t, sandboxProcesses(t, runID), 2, "each prepared enclave's program waits for its start")
 	// The crash: the runtime lets go of its state dir without destroying
 	// anything (no pool Close, no Sweep).
+	closed = true
 	require.NoError(t, rt.Close())
 
 	rt2, err := direct.Open(h)
@@ -400,6 +416,7 @@ func TestPreparedEnclaveSweptAfterACrash(t *testing.T) {
 	require.NoError(t, rt2.Sweep(ctx), "the journal names the prepared sandboxes")
 	require.NoError(t, rt2.Usable())
 	require.NoError(t, enclave.SweepRuns(ctx, func(r string) bool { return r != runID }))
+	swept = true
 	assert.Empty(t, enclave.Resources(runID), "an enclave network outlived the sweep")
 	assert.Empty(t, sandboxProcesses(t, runID), "a waiting init of the run outlived the sweep")
 }
