@@ -229,7 +229,7 @@ func (s *sandbox) boot(ctx context.Context, wait bool) error {
 }
 
 // start writes the bundle for argv and starts `runsc run`, with stdin as
-// the job's standard input (nil: /dev/null). invID labels the container.
+// the job's standard input (nil: an empty pipe). invID labels the container.
 func (s *sandbox) start(argv []string, invID string, stdin *os.File) error {
 	s.container = "awf-" + s.name
 	s.ws.Journal.Container = s.container
@@ -267,9 +267,20 @@ func (s *sandbox) start(argv []string, invID string, stdin *os.File) error {
 	cmd := networkCommand(s.r.runsc, args, s.t)
 	cmd.Dir = s.ws.Dir
 	cmd.Env = runscEnv
-	if stdin != nil {
-		cmd.Stdin = stdin
+	if stdin == nil {
+		// Not the host's /dev/null: runsc fchowns its stdio to the
+		// sandbox user, which made /dev/null 65534's and set its ctime
+		// to the moment the sandbox started, which any agent can stat.
+		// An empty pipe reads as EOF the same way and is the sandbox's own.
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdin: %w", err)
+		}
+		wr.Close()
+		defer rd.Close()
+		stdin = rd
 	}
+	cmd.Stdin = stdin
 	stdout := &workspace.Capture{Max: s.t.Limits.CaptureBytes}
 	stderr := &workspace.Capture{Max: s.t.Limits.CaptureBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
