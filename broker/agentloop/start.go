@@ -3,8 +3,12 @@ package agentloop
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // StartFD is the descriptor on which the loop waits for its invocation
@@ -12,7 +16,8 @@ import (
 // invocation (direct, for a prepared enclave and a cold one alike) passes
 // the read end of a pipe there and writes the start message only once the
 // invocation's files are in place; a backend that starts the loop at the
-// invocation passes nothing there.
+// invocation passes nothing there. The backend says which it does in
+// proto.EnclaveStartEnv.
 const StartFD = 3
 
 // ExitNoStart is Main's caller's status when the start never came: the
@@ -23,21 +28,32 @@ const ExitNoStart = 40
 // framing (isolate.HandScript) of no bytes, "0\n".
 const maxStartMessage = 16
 
+// AwaitHandedStart waits for the start (AwaitStart on StartFD) when the
+// backend says it hands one (proto.EnclaveStartEnv names StartFD), and
+// returns at once when the variable is absent: a program started at its
+// invocation. Any other value is an error: the loop must not run.
+func AwaitHandedStart() error {
+	v, ok := os.LookupEnv(proto.EnclaveStartEnv)
+	if !ok {
+		return nil
+	}
+	if v != strconv.Itoa(StartFD) {
+		return fmt.Errorf("%s=%q: want %d", proto.EnclaveStartEnv, v, StartFD)
+	}
+	return AwaitStart(StartFD)
+}
+
 // AwaitStart blocks until the invocation's start arrives on fd, then
 // closes fd, so that what runs next has the descriptors of a loop started
 // at its invocation. It is called before anything reads an input: until
 // the start, the loop has only initialised what does not depend on the
-// invocation (the runtime, the code). fd not open at all means a backend
-// that starts the loop at its invocation: it returns at once. Anything
-// else than exactly the empty start message on a pipe (another kind of
+// invocation (the runtime, the code). Anything else than exactly the
+// empty start message on a pipe (no descriptor, another kind of
 // descriptor, an end of file, a read error, any byte of payload) is an
 // error: the loop must not run.
 func AwaitStart(fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		if errors.Is(err, unix.EBADF) {
-			return nil
-		}
 		return fmt.Errorf("start descriptor: %w", err)
 	}
 	defer unix.Close(fd)

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // TestAwaitStart: the loop runs only on exactly the empty start on a pipe
@@ -62,10 +64,25 @@ func TestAwaitStart(t *testing.T) {
 		require.NoError(t, err)
 		assert.Error(t, AwaitStart(fd))
 	})
-	t.Run("no descriptor: started at the invocation", func(t *testing.T) {
+	t.Run("no descriptor", func(t *testing.T) {
 		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		require.NoError(t, err)
 		require.NoError(t, unix.Close(fd))
-		assert.NoError(t, AwaitStart(fd))
+		assert.Error(t, AwaitStart(fd))
+	})
+}
+
+// TestAwaitHandedStart: without proto.EnclaveStartEnv the program was
+// started at its invocation and runs at once, whatever descriptor 3 is (a
+// Go runtime may hold one there itself); with it, the start is required;
+// any other value is refused.
+func TestAwaitHandedStart(t *testing.T) {
+	t.Run("started at the invocation", func(t *testing.T) {
+		require.NoError(t, os.Unsetenv(proto.EnclaveStartEnv))
+		assert.NoError(t, AwaitHandedStart())
+	})
+	t.Run("another descriptor", func(t *testing.T) {
+		t.Setenv(proto.EnclaveStartEnv, "4")
+		assert.Error(t, AwaitHandedStart())
 	})
 }

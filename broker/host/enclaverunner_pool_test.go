@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
 )
 
 func init() {
@@ -323,7 +325,9 @@ func TestPreparedEnclaveLooksCold(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(warm.Observed, &obs))
 	assert.Equal(t, []string{broker.EnclaveLoopPath}, obs.Args)
-	assert.Equal(t, shape.Env, obs.Env)
+	// The layout's environment, and the variable that tells the program
+	// it is handed its start (cold and prepared alike, on direct).
+	assert.Equal(t, append(slices.Clone(shape.Env), proto.EnclaveStartEnv+"=3"), obs.Env)
 	assert.True(t, obs.Cwd)
 	assert.NotEmpty(t, obs.Tree)
 	if dump := os.Getenv("AWF_TEST_DUMP_OBSERVATION"); dump != "" {

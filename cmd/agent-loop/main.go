@@ -22,7 +22,7 @@ func main() {
 	if len(os.Args) > 1 {
 		os.Exit(agentloop.ExitBadInput)
 	}
-	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+	if err := agentloop.AwaitHandedStart(); err != nil {
 		os.Exit(agentloop.ExitNoStart)
 	}
 	os.Exit(agentloop.Main(context.Background(), agentloop.DefaultPaths()))

@@ -51,7 +51,7 @@ const (
 
 func main() {
 	// Started ahead as the loop is (direct), it waits for its start.
-	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+	if err := agentloop.AwaitHandedStart(); err != nil {
 		fmt.Fprintln(os.Stderr, "enclave-probe:", err)
 		os.Exit(2)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/proto"
 )
 
 // enclaveHostDir is the scratch directory bound read-only at the layout's
@@ -183,7 +184,9 @@ func renderEnclave(l enclave.Layout, scratch string, d *specs.Spec, cfg *configs
 		Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC,
 		Data:  fmt.Sprintf("mode=700,uid=%d,gid=%d,size=%d", d.Process.User.UID, d.Process.User.GID, l.OutBytes)})
 	cfg.Mounts = ms
-	d.Process.Env = slices.Clone(l.Env)
+	// The program waits for its start on the bootstrap's descriptor,
+	// prepared or cold alike (sandbox.go), and this says so.
+	d.Process.Env = append(slices.Clone(l.Env), fmt.Sprintf("%s=%d", proto.EnclaveStartEnv, isolate.BootstrapFD))
 	d.Process.Cwd = isolate.TmpDir
 	return nil
 }

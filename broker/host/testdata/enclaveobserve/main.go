@@ -30,7 +30,7 @@ import (
 func main() {
 	// As the loop: started ahead on direct, it observes nothing before
 	// its start.
-	if err := agentloop.AwaitStart(agentloop.StartFD); err != nil {
+	if err := agentloop.AwaitHandedStart(); err != nil {
 		os.Exit(agentloop.ExitNoStart)
 	}
 	obs := map[string]any{}
