@@ -95,8 +95,9 @@ func writeConfig(t *testing.T, dir, runtime, dockerSocket string, repos []secret
 		priv = append(priv, map[string]any{"repo": r.slug, "sensitivity": "confidential", "source": r.dir})
 	}
 	b := map[string]any{
-		// 60 s per script: the long run's live sender needs about 30 s.
-		"enabled": true, "runtime": runtime, "privateRepos": priv, "maxInvocations": 1000, "timeout": 60,
+		// 60 s per script by default: the long run's live sender needs
+		// about 30 s.
+		"enabled": true, "runtime": runtime, "privateRepos": priv, "maxInvocations": 1000, "timeout": int(scriptTimeout.Seconds()),
 		"rootfs": map[string]any{"path": rootfsDir, "digest": rootfsHash},
 	}
 	if dockerSocket != "" {
@@ -137,6 +138,11 @@ var (
 // the 600 s bucket on the lane, so a pooled counters run there takes about
 // twice as long as a cold one; 0 measures the cold path there.
 var warmPool = flag.Int("channels.warmpool", -1, "boundedQueries.warmPool for every run (-1: the default)")
+
+// scriptTimeout is boundedQueries.timeout for every run. In the emulated
+// cgroup v2 VM on a loaded host, gvisor's cold live sender (about 30 s on
+// the host) passes 60 s and would be measured as a failed sender.
+var scriptTimeout = flag.Duration("channels.scripttimeout", 60*time.Second, "boundedQueries.timeout for every run")
 
 // runAgent runs `awf run --config cfg -- python3 agent.py plan.json` and
 // returns the agent's reports. evict is called each time the agent asks.
