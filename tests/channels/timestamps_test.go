@@ -106,21 +106,7 @@ const timestampOpenAIKey = "sk-channels-timestamps-key-0000"
 func TestTimestamps(t *testing.T) {
 	for _, rc := range runtimeCases {
 		t.Run(rc.name, func(t *testing.T) {
-			dockerSocket := ""
-			switch rc.name {
-			case "gvisor":
-				if _, err := exec.LookPath("runsc"); err != nil {
-					t.Skip("BLOCKED: runsc is not installed on this host; the gvisor runtime cannot be exercised")
-				}
-			case "docker":
-				if _, err := exec.LookPath("dockerd"); err != nil {
-					t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be exercised")
-				}
-				dockerSocket = os.Getenv("AWF_TEST_DOCKER_SOCKET")
-				fi, err := os.Stat(dockerSocket)
-				require.True(t, dockerSocket != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
-					"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start", dockerSocket)
-			}
+			dockerSocket := requireRuntime(t, rc.name)
 			for _, tc := range timestampCases {
 				// docker cannot run an enclave (preflight refuses it), so
 				// bounded agents run on direct and gvisor only.
