@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -105,21 +103,5 @@ func readBeneath(dirfd int, rel string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", rel, err)
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", rel, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", rel)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", rel, err)
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s: larger than %d bytes", rel, max)
-	}
-	return b, nil
+	return readOpened(fd, rel, max)
 }

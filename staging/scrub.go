@@ -391,21 +391,29 @@ func readSmallFile(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
+	return readOpened(fd, path, max)
+}
+
+// readOpened takes ownership of the descriptor fd, opened as name by the
+// caller's own resolution rule (readSmallFile, readBeneath), and reads it up
+// to max bytes if it is a regular file: one check of type and size for every
+// way staging opens a small git file.
+func readOpened(fd int, name string, max int64) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", path, err)
+		return nil, fmt.Errorf("stat %s: %w", name, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, max)
 	}
 	return b, nil
 }
