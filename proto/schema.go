@@ -302,29 +302,26 @@ func (b *builder) findDuplicate(items []Member) (int, int) {
 		return -1, -1
 	}
 	if items[0].Value.kind == KindString {
-		if b.strSeen == nil {
-			b.strSeen = make(map[string]int, len(items))
-		}
-		seen := b.strSeen
-		clear(seen)
-		for j, m := range items {
-			if i, ok := seen[m.Value.s]; ok {
-				return i, j
-			}
-			seen[m.Value.s] = j
-		}
-		return -1, -1
+		return firstRepeat(items, &b.strSeen, func(v Value) string { return v.s })
 	}
-	if b.intSeen == nil {
-		b.intSeen = make(map[int64]int, len(items))
+	return firstRepeat(items, &b.intSeen, func(v Value) int64 { return v.n })
+}
+
+// firstRepeat returns the indexes of the first item whose key repeats an
+// earlier one, or -1, -1. *seen is the builder's scratch map for keys of this
+// type, made on first use and reused across the enums of one build.
+func firstRepeat[K comparable](items []Member, seen *map[K]int, key func(Value) K) (int, int) {
+	if *seen == nil {
+		*seen = make(map[K]int, len(items))
 	}
-	seen := b.intSeen
-	clear(seen)
-	for j, m := range items {
-		if i, ok := seen[m.Value.n]; ok {
+	m := *seen
+	clear(m)
+	for j, it := range items {
+		k := key(it.Value)
+		if i, ok := m[k]; ok {
 			return i, j
 		}
-		seen[m.Value.n] = j
+		m[k] = j
 	}
 	return -1, -1
 }
