@@ -447,7 +447,7 @@ func (f *AgentFreezer) set(ctx context.Context, frozen bool) error {
 		return fmt.Errorf("agent %s: %w", verb, err)
 	}
 	delay := 10 * time.Microsecond
-	for {
+	for polls := 1; ; polls++ {
 		ok, err := f.is(frozen)
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", verb, err)
@@ -457,11 +457,71 @@ func (f *AgentFreezer) set(ctx context.Context, frozen bool) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("agent %s: the kernel did not report it done: %w", verb, ctx.Err())
+			return fmt.Errorf("agent %s: the kernel did not report it done: %w%s", verb, ctx.Err(), f.unfrozen(frozen))
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, time.Millisecond)
+		if frozen && !f.v2 {
+			if err := f.refreeze(polls); err != nil {
+				return fmt.Errorf("agent %s: %w", verb, err)
+			}
+		}
 	}
+}
+
+// refreeze repeats a v1 freeze that is still FREEZING. The v1 freezer
+// signals the group's tasks only when FROZEN is written, so a task that
+// missed that pass (one forked while the state changed) can leave the
+// group FREEZING for good; writing FROZEN again signals it, and now and
+// then a short thaw lets a task stuck between the two states move on, as
+// the reference runtime's v1 freezer does. No sandbox runs before the
+// freeze is reported, so the agent running a little longer is harmless.
+func (f *AgentFreezer) refreeze(polls int) error {
+	if polls%50 == 0 {
+		if err := writeCgroup(f.dir, "freezer.state", "THAWED"); err != nil {
+			return err
+		}
+	}
+	return writeCgroup(f.dir, "freezer.state", "FROZEN")
+}
+
+// unfrozen names, for the operator's audit record of a freeze or thaw that
+// did not finish, the group's tasks that are not yet in the wanted state,
+// with each one's scheduler state and what it waits in: the reason is
+// nearly always one task in an uninterruptible sleep. It reads only the
+// host's /proc; nothing of it reaches the agent.
+func (f *AgentFreezer) unfrozen(frozen bool) string {
+	pids := fieldsOf(filepath.Join(f.dir, "cgroup.procs"))
+	if !f.v2 {
+		pids = fieldsOf(filepath.Join(f.dir, "tasks"))
+	}
+	var out []string
+	for _, pid := range pids {
+		wchan, _ := os.ReadFile(filepath.Join("/proc", pid, "wchan"))
+		// The state follows the command's closing parenthesis.
+		state := "?"
+		if b, err := os.ReadFile(filepath.Join("/proc", pid, "stat")); err == nil {
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+				if f := strings.Fields(string(b[i+1:])); len(f) > 0 {
+					state = f[0]
+				}
+			}
+		}
+		w := string(wchan)
+		if frozen == strings.Contains(w, "refrigerator") {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		out = append(out, fmt.Sprintf("%s(%s) %s %s", pid, strings.TrimSpace(string(comm)), state, w))
+		if len(out) == 8 {
+			out = append(out, "…")
+			break
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " (not yet " + map[bool]string{true: "frozen", false: "thawed"}[frozen] + ": " + strings.Join(out, ", ") + ")"
 }
 
 func (f *AgentFreezer) controlFile() string {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate/direct"
 )
 
@@ -171,6 +172,65 @@ func TestAgentCgroupFreezeDeadline(t *testing.T) {
 	missing := AgentFreezer{dir: filepath.Join(t.TempDir(), "gone"), v2: a.v2()}
 	assert.Error(t, missing.Check())
 	assert.Error(t, missing.Freeze(tctx))
+}
+
+// TestAgentCgroupFreezeForkStorm freezes, many times over, an agent that
+// forks without pause (as a shell running jobs in the background does):
+// each freeze finishes within the broker's default deadline, even when a
+// child is forked while the state changes, and nothing runs while frozen.
+func TestAgentCgroupFreezeForkStorm(t *testing.T) {
+	a := testAgentCgroup(t)
+	f := filepath.Join(t.TempDir(), "forks")
+	cmd := exec.Command("/bin/sh", "-c", `while :; do (echo x >> "$1") & /bin/true; wait; done`, "sh", f)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = a.Freezer().Thaw(context.Background())
+		_, _ = cmd.Process.Wait()
+	})
+	for _, d := range a.Dirs() {
+		require.NoError(t, os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644))
+	}
+	size := func() int64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	require.Eventually(t, func() bool { return size() > 0 }, 10*time.Second, 5*time.Millisecond, "the fork loop never started")
+	fz := a.Freezer()
+	for round := range 40 {
+		ctx, cancel := context.WithTimeout(context.Background(), broker.DefaultFreezeTimeout)
+		err := fz.Freeze(ctx)
+		cancel()
+		require.NoError(t, err, "round %d", round)
+		v := size()
+		time.Sleep(20 * time.Millisecond)
+		assert.Equal(t, v, size(), "round %d: a child wrote while frozen", round)
+		tctx, tcancel := context.WithTimeout(context.Background(), broker.DefaultThawTimeout)
+		require.NoError(t, fz.Thaw(tctx), "round %d", round)
+		tcancel()
+		require.Eventually(t, func() bool { return size() > v }, 10*time.Second, time.Millisecond, "round %d: the loop did not resume", round)
+	}
+}
+
+// TestAgentFreezerNamesWhatIsNotFrozen: the detail of a freeze that did not
+// finish names each task still running, for the operator's audit record.
+func TestAgentFreezerNamesWhatIsNotFrozen(t *testing.T) {
+	a := testAgentCgroup(t)
+	cmd, _ := startInCgroup(t, a)
+	fz := a.Freezer()
+	got := fz.unfrozen(true)
+	assert.Contains(t, got, strconv.Itoa(cmd.Process.Pid)+"(python3) ")
+	assert.Contains(t, got, "not yet frozen")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, fz.Freeze(ctx))
+	assert.Empty(t, fz.unfrozen(true), "every task is frozen")
+	assert.Contains(t, fz.unfrozen(false), "not yet thawed")
+	require.NoError(t, fz.Thaw(ctx))
 }
 
 // TestAgentCPUsDisjointFromSandboxes checks that a process in the agent
