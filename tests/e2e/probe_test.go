@@ -382,9 +382,10 @@ echo "docker $(for s in /var/run/docker.sock /run/docker.sock /run/awf-test-dock
 `, dir)), "GH_TOKEN=ghp_e2estagingtokennevervisible0000000000")
 	require.Equal(t, 0, r.code, r.stderr)
 	got := lines(r.stdout)
-	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["a1"])
-	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["b1"], "no probe sees another's writes")
-	assert.Equal(t, `rc=0 stderr=0 {"result":"NO"}`, got["a2"], "repo B has no SECURITY.md")
+	audit := string(archivedLog(t, r.stderr, "sealed-probe.jsonl"))
+	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["a1"], "audit:\n%s", audit)
+	assert.Equal(t, `rc=0 stderr=0 {"result":"YES"}`, got["b1"], "no probe sees another's writes; audit:\n%s", audit)
+	assert.Equal(t, `rc=0 stderr=0 {"result":"NO"}`, got["a2"], "repo B has no SECURITY.md; audit:\n%s", audit)
 	// Only the socket enters the agent: no staging credential, private
 	// root or usable container-engine socket.
 	assert.Equal(t, "yes", got["socket"])
