@@ -54,13 +54,11 @@ type Runtime struct {
 	images map[string]string // rootfs dir -> verified image id
 }
 
-// New returns the docker runtime. It checks the configuration only; Probe
-// proves that the Engine answers and can run a container under every control.
+// New returns the docker runtime, a *Runtime (nil on error, never a nil
+// *Runtime inside the interface). It checks the configuration only; Probe
+// proves that the Engine answers and can run a container under every
+// control.
 func New(h isolate.HostConfig) (isolate.Runtime, error) {
-	return newRuntime(h)
-}
-
-func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 	books, err := workspace.OpenBooks(Name, h)
 	if err != nil {
 		return nil, err

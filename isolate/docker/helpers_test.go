@@ -55,8 +55,9 @@ func newTestRuntime(t testing.TB) *Runtime {
 func newTestRuntimeWith(t testing.TB, h isolate.HostConfig) *Runtime {
 	t.Helper()
 	h.RunID, h.StateDir, h.DockerSocket = isolatetest.RandomID(t), t.TempDir(), testSocket
-	r, err := newRuntime(h)
+	rt, err := New(h)
 	require.NoError(t, err)
+	r := rt.(*Runtime)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, r.Probe(ctx), "no usable Docker daemon at %s (%s); run `tests/setup/dockerd.sh start` first", testSocket, socketEnv)

@@ -59,3 +59,37 @@ func TestRootfsImportIsReportedOnce(t *testing.T) {
 	require.NoError(t, r2.Warm(ctx, template(t, r2, "")))
 	assert.Empty(t, again.String(), "the Engine already holds the verified image")
 }
+
+// TestRootfsImageIsVerified replaces the image under the rootfs tag with
+// different content and checks that the backend notices and re-imports.
+func TestRootfsImageIsVerified(t *testing.T) {
+	r := newTestRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, _, _, err := r.eng.rootfsImage(ctx, testRoot)
+	require.NoError(t, err)
+
+	info, err := r.eng.inspectImage(ctx, id)
+	require.NoError(t, err)
+	digest := info.Config.Labels[labelRootfsDigest]
+	require.NotEmpty(t, digest)
+	tag := digest[len("sha256:"):]
+
+	// Put a one-file image with forged labels under the same tag.
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, "evil"), []byte("x"), 0o644))
+	layer, err := treeDigest(ctx, other)
+	require.NoError(t, err)
+	forged, err := r.eng.importTree(ctx, other, rootfsRepo, tag, layer, map[string]string{labelRootfsDigest: digest, labelLayerDigest: info.Config.Labels[labelLayerDigest]})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = r.eng.call(context.Background(), http.MethodDelete, "/images/"+forged, url.Values{"force": {"1"}}, nil, nil)
+	})
+
+	again, _, _, err := r.eng.rootfsImage(ctx, testRoot)
+	require.NoError(t, err)
+	assert.NotEqual(t, forged, again, "the forged image is not used")
+	got, err := r.eng.inspectImage(ctx, again)
+	require.NoError(t, err)
+	assert.Equal(t, info.RootFS.Layers, got.RootFS.Layers, "the image holds the rootfs again")
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,23 +28,41 @@ func TestRunTrivialQuery(t *testing.T) {
 	assert.Positive(t, pid, "OnStart gets the job's host pid")
 }
 
-// TestSuite runs the jobs every backend runs alike, with docker's own
-// limit outcomes.
-func TestSuite(t *testing.T) {
-	isolatetest.Suite(t, Name, isolatetest.Backend[*Runtime]{
-		New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
-		EvictRoot: evictRoot, Unit: "container",
-		LimitCases: []isolatetest.LimitCase{
-			{Name: "memory", Want: isolate.KindOOM,
-				Limits: func(l *isolate.Limits) { l.MemoryBytes = 64 << 20 },
-				Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
-			{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
-				Script: "import os\nwhile True:\n    os.fork()\n"},
-			{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
-				Script: "import os\nos.mkfifo('/query/out')\n"},
-		},
-	})
+// backend is docker's side of the tests every backend runs alike, with
+// docker's own limit outcomes.
+var backend = isolatetest.Backend[*Runtime]{
+	New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
+	EvictRoot: evictRoot, Unit: "container",
+	LimitCases: []isolatetest.LimitCase{
+		{Name: "memory", Want: isolate.KindOOM,
+			Limits: func(l *isolate.Limits) { l.MemoryBytes = 64 << 20 },
+			Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
+		{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
+			Script: "import os\nwhile True:\n    os.fork()\n"},
+		{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
+			Script: "import os\nos.mkfifo('/query/out')\n"},
+	},
+	// The running job is the one container of r's state dir.
+	Crash: func(t testing.TB, r *Runtime) isolatetest.Crash {
+		return isolatetest.Crash{
+			StateDir: r.dir, Wait: time.Minute, SweepTime: time.Minute,
+			Running: func() bool { return len(containersOf(t, r)) == 1 },
+			Open: func(h isolate.HostConfig) (isolate.Runtime, error) {
+				h.DockerSocket = testSocket
+				return New(h)
+			},
+			Swept: func() { assert.Empty(t, containersOf(t, r)) },
+		}
+	},
 }
+
+// TestSuite runs the jobs every backend runs alike.
+func TestSuite(t *testing.T) { isolatetest.Suite(t, Name, backend) }
+
+// TestSweepRemovesWhatACrashLeft leaves a prepared sandbox and a running
+// container behind, as a crashed broker would, and sweeps them from a fresh
+// runtime over the same state dir.
+func TestSweepRemovesWhatACrashLeft(t *testing.T) { isolatetest.SweepRemovesWhatACrashLeft(t, backend) }
 
 func TestFailClosedWithoutDaemon(t *testing.T) {
 	notSocket := filepath.Join(t.TempDir(), "file")

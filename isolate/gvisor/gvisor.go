@@ -56,13 +56,10 @@ type Runtime struct {
 	debugArgs []string
 }
 
-// New returns the gvisor runtime. It checks the configuration only; Probe
+// New returns the gvisor runtime, a *Runtime (nil on error, never a nil
+// *Runtime inside the interface). It checks the configuration only; Probe
 // proves that runsc works on this host.
 func New(h isolate.HostConfig) (isolate.Runtime, error) {
-	return newRuntime(h)
-}
-
-func newRuntime(h isolate.HostConfig) (*Runtime, error) {
 	books, err := workspace.OpenBooks(Name, h)
 	if err != nil {
 		return nil, err

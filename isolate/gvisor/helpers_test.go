@@ -48,7 +48,9 @@ func runProbed(m *testing.M) int {
 	}
 	defer os.RemoveAll(state)
 	defer removeTestCgroupParent()
-	if probed, err = newRuntime(isolate.HostConfig{RunID: "probe", StateDir: state, CgroupParent: "awf-test"}); err == nil {
+	rt, err := New(isolate.HostConfig{RunID: "probe", StateDir: state, CgroupParent: "awf-test"})
+	if err == nil {
+		probed = rt.(*Runtime)
 		err = probed.Probe(ctx)
 	}
 	if err != nil {
@@ -63,8 +65,9 @@ func runProbed(m *testing.M) int {
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
 	state := t.TempDir()
-	r, err := newRuntime(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: state, CgroupParent: "awf-test"})
+	rt, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: state, CgroupParent: "awf-test"})
 	require.NoError(t, err)
+	r := rt.(*Runtime)
 	r.platform, r.unimpl = probed.platform, probed.unimpl
 	isolatetest.SweepAtCleanup(t, r, 30*time.Second, func() { requireNoLeftovers(t, r) })
 	return r

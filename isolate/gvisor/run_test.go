@@ -1,13 +1,16 @@
 package gvisor
 
 import (
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/isolatetest"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/isolate/workspace/residency"
 )
 
@@ -26,27 +29,58 @@ func TestRunTrivialQuery(t *testing.T) {
 	assert.NotZero(t, o.Timings.Destroy)
 }
 
-// TestSuite runs the jobs every backend runs alike, with gvisor's own
-// limit outcomes.
-func TestSuite(t *testing.T) {
-	isolatetest.Suite(t, Name, isolatetest.Backend[*Runtime]{
-		New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
-		// The positive control of the page-cache channel only shows that
-		// the timing receiver works on this host; reads through the gofer
-		// scatter on a loaded host, so it gets three tries. The separation
-		// check gets one.
-		EvictRoot:        func(t testing.TB, _ *Runtime) { require.NoError(t, residency.EvictCarriers(testRoot)) },
-		RootControlTries: 3, Unit: "invocation",
-		LimitCases: []isolatetest.LimitCase{
-			{Name: "memory", Want: isolate.KindOOM,
-				Limits: func(l *isolate.Limits) { l.MemoryBytes = 128 << 20 },
-				Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
-			// The Sentry keeps a FIFO made in a gofer mount to itself: the
-			// host sees no file at all.
-			{Name: "output is a fifo", Want: isolate.KindOutputMissing, Weaken: isolate.Weakening{NoSeccomp: true},
-				Script: "import os\nos.mkfifo('/query/out')\n"},
-			{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
-				Script: "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)\n"},
-		},
-	})
+// backend is gvisor's side of the tests every backend runs alike, with
+// gvisor's own limit outcomes.
+var backend = isolatetest.Backend[*Runtime]{
+	New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
+	// The positive control of the page-cache channel only shows that
+	// the timing receiver works on this host; reads through the gofer
+	// scatter on a loaded host, so it gets three tries. The separation
+	// check gets one.
+	EvictRoot:        func(t testing.TB, _ *Runtime) { require.NoError(t, residency.EvictCarriers(testRoot)) },
+	RootControlTries: 3, Unit: "invocation",
+	LimitCases: []isolatetest.LimitCase{
+		{Name: "memory", Want: isolate.KindOOM,
+			Limits: func(l *isolate.Limits) { l.MemoryBytes = 128 << 20 },
+			Script: "b = []\nwhile True:\n    b.append(bytearray(8 << 20))\n"},
+		// The Sentry keeps a FIFO made in a gofer mount to itself: the
+		// host sees no file at all.
+		{Name: "output is a fifo", Want: isolate.KindOutputMissing, Weaken: isolate.Weakening{NoSeccomp: true},
+			Script: "import os\nos.mkfifo('/query/out')\n"},
+		{Name: "fork is forbidden", Want: isolate.KindSeccompKill,
+			Script: "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)\n"},
+	},
+	Crash: func(_ testing.TB, r *Runtime) isolatetest.Crash {
+		return isolatetest.Crash{
+			StateDir: r.dir, Wait: 30 * time.Second, SweepTime: 30 * time.Second,
+			Running: func() bool { return busyBooted(r) },
+			Open: func(h isolate.HostConfig) (isolate.Runtime, error) {
+				h.CgroupParent = r.parent
+				return New(h)
+			},
+		}
+	},
 }
+
+// busyBooted reports whether runsc has state for both containers of r (the
+// idle one is booted) and the busy one has been handed its job.
+func busyBooted(r *Runtime) bool {
+	m, _ := filepath.Glob(filepath.Join(r.dir, "*", "runsc", "*.state"))
+	if len(m) != 2 {
+		return false
+	}
+	for _, st := range m {
+		if j, err := workspace.ReadJournal(filepath.Dir(filepath.Dir(st))); err == nil && j.InvocationID == "busy" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSuite runs the jobs every backend runs alike.
+func TestSuite(t *testing.T) { isolatetest.Suite(t, Name, backend) }
+
+// TestSweepRemovesWhatACrashLeft leaves one prepared sandbox and one running
+// job behind, as a crashed broker would, and sweeps them from a fresh runtime
+// over the same state dir.
+func TestSweepRemovesWhatACrashLeft(t *testing.T) { isolatetest.SweepRemovesWhatACrashLeft(t, backend) }

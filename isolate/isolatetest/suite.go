@@ -29,6 +29,8 @@ type Backend[R isolate.Runtime] struct {
 	// "container" or "invocation".
 	RootControlTries int
 	Unit             string
+	// Crash is the backend's side of SweepRemovesWhatACrashLeft for r.
+	Crash func(t testing.TB, r R) Crash
 }
 
 // Suite runs, each on a fresh runtime of b, the jobs every backend must

@@ -367,30 +367,35 @@ func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict 
 	}
 }
 
-// Crash is what SweepRemovesWhatACrashLeft needs of a backend: its
-// crashed runtime and template, how to tell that the busy job's sandbox
-// runs, a fresh runtime over the same state directory, the time a sweep
-// may take, and the check that the crashed runtime's resources are gone.
+// Crash is a backend's side of SweepRemovesWhatACrashLeft, for one
+// crashed runtime: its state directory, how to tell that the busy job's
+// sandbox runs (within Wait), how to open another runtime over the same
+// state directory (Open gets the run id and state dir and adds the
+// backend's own host fields), the time a sweep may take, and Swept, the
+// backend's own check (nil: none) that the sweep left nothing beyond an
+// empty state directory.
 type Crash struct {
-	Runtime   isolate.Runtime
-	Template  isolate.Template
+	StateDir  string
 	Running   func() bool
-	Wait      time.Duration // how long Running may take to hold
-	Fresh     func() isolate.Runtime
+	Wait      time.Duration
+	Open      func(isolate.HostConfig) (isolate.Runtime, error)
 	SweepTime time.Duration
 	Swept     func()
-	Leftovers func()
 }
 
 // SweepRemovesWhatACrashLeft leaves one prepared sandbox and one running
-// job behind, as a crashed broker would, and sweeps them from a fresh
-// runtime over the same state dir: the running job fails, Swept finds
-// nothing left, and the crashed runtime's handles still destroy cleanly.
-func SweepRemovesWhatACrashLeft(t *testing.T, c Crash) {
+// job behind on a fresh runtime of b, as a crashed broker would, and
+// sweeps them from another runtime over the same state dir: the running
+// job fails, the state dir is empty (and Swept finds nothing left), and the
+// crashed runtime's handles still destroy cleanly.
+func SweepRemovesWhatACrashLeft[R isolate.Runtime](t *testing.T, b Backend[R]) {
 	ctx := context.Background()
-	idle, err := c.Runtime.Prepare(ctx, c.Template)
+	r := b.New(t)
+	c := b.Crash(t, r)
+	tpl := b.Template(t, r, "")
+	idle, err := r.Prepare(ctx, tpl)
 	require.NoError(t, err)
-	busy, err := c.Runtime.Prepare(ctx, c.Template)
+	busy, err := r.Prepare(ctx, tpl)
 	require.NoError(t, err)
 	done := make(chan isolate.Outcome, 1)
 	go func() {
@@ -398,7 +403,8 @@ func SweepRemovesWhatACrashLeft(t *testing.T, c Crash) {
 	}()
 	require.Eventually(t, c.Running, c.Wait, 20*time.Millisecond)
 
-	after := c.Fresh()
+	after, err := c.Open(isolate.HostConfig{RunID: RandomID(t), StateDir: filepath.Dir(c.StateDir)})
+	require.NoError(t, err)
 	sctx, cancel := context.WithTimeout(ctx, c.SweepTime)
 	defer cancel()
 	require.NoError(t, after.Sweep(sctx))
@@ -407,10 +413,15 @@ func SweepRemovesWhatACrashLeft(t *testing.T, c Crash) {
 	// The crashed runtime's job may still have been tearing down while
 	// the sweep ran; let any removal it raced with finish, then sweep again.
 	require.NoError(t, after.Sweep(sctx))
-	c.Swept()
+	if c.Swept != nil {
+		c.Swept()
+	}
+	ents, err := os.ReadDir(c.StateDir)
+	require.NoError(t, err)
+	assert.Empty(t, ents)
 	require.NoError(t, idle.Destroy(ctx))
 	require.NoError(t, busy.Destroy(ctx))
-	c.Leftovers()
+	b.Leftovers(t, r)
 }
 
 // Conformance runs Behaviour for backend over the template tpl returns for
