@@ -66,19 +66,24 @@ func capCard(x *big.Int) *big.Int {
 	return x
 }
 
-// leafCardinality returns the cardinality of a leaf node.
-func leafCardinality(n *node) *big.Int {
+// leafCount returns the cardinality of a leaf node (const, boolean, enum or
+// integer), the one owner of the leaf rule for every form below.
+func leafCount(n *node) uint64 {
 	switch n.kind {
 	case kindConst:
-		return big.NewInt(1)
+		return 1
 	case kindBoolean:
-		return big.NewInt(2)
+		return 2
 	case kindEnum:
-		return big.NewInt(int64(len(n.values)))
+		return uint64(len(n.values))
 	}
-	// integer: max-min+1 fits in 55 bits because both are safe integers.
-	return big.NewInt(n.max - n.min + 1)
+	// integer: max-min+1 fits in 55 bits because both are safe integers, and
+	// is positive because the schema builder rejects maximum < minimum.
+	return uint64(n.max - n.min + 1)
 }
+
+// leafCardinality returns the cardinality of a leaf node as a big.Int.
+func leafCardinality(n *node) *big.Int { return new(big.Int).SetUint64(leafCount(n)) }
 
 // cappedCardinality computes min(cardinality, 2^1024+1) without ever
 // building a number much larger than 2^2048.
@@ -136,15 +141,7 @@ func bitBound(n *node) int64 {
 		}
 		return min(bitBound(n.kids[0])*int64(n.length), sat)
 	}
-	switch n.kind {
-	case kindConst:
-		return 1
-	case kindBoolean:
-		return 2
-	case kindEnum:
-		return int64(bits.Len64(uint64(len(n.values))))
-	}
-	return int64(bits.Len64(uint64(n.max - n.min + 1)))
+	return int64(bits.Len64(leafCount(n)))
 }
 
 // exactCardinality returns the exact cardinality, or nil when its bit length
@@ -162,14 +159,6 @@ func exactCardinality(n *node) *big.Int {
 // exactSmall computes a cardinality whose bit bound is at most 63.
 func exactSmall(n *node) uint64 {
 	switch n.kind {
-	case kindConst:
-		return 1
-	case kindBoolean:
-		return 2
-	case kindEnum:
-		return uint64(len(n.values))
-	case kindInteger:
-		return uint64(n.max - n.min + 1)
 	case kindObject, kindTuple:
 		acc := uint64(1)
 		for _, k := range n.kids {
@@ -182,12 +171,14 @@ func exactSmall(n *node) uint64 {
 			acc += exactSmall(k)
 		}
 		return acc
+	case kindArray:
+		base, acc := exactSmall(n.kids[0]), uint64(1)
+		for i := 0; i < n.length; i++ {
+			acc *= base
+		}
+		return acc
 	}
-	base, acc := exactSmall(n.kids[0]), uint64(1)
-	for i := 0; i < n.length; i++ {
-		acc *= base
-	}
-	return acc
+	return leafCount(n)
 }
 
 func exact(n *node) *big.Int {
