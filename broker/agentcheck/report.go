@@ -3,8 +3,6 @@ package agentcheck
 import (
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/awf-project/awf/isolate/verify"
@@ -52,39 +50,17 @@ type ViewReport struct {
 	Millis int64 `json:"ms"`
 }
 
-// rank orders verdicts from best to worst, as verify does.
-func rank(s verify.Status) int {
-	switch s {
-	case verify.Pass:
-		return 0
-	case verify.NotApplicable:
-		return 1
-	case verify.Warn:
-		return 2
-	case verify.Blocked:
-		return 3
-	}
-	return 4
-}
-
 // finish computes the view's summary and status.
 func (v *ViewReport) finish(d time.Duration) {
 	v.Millis = d.Milliseconds()
-	v.Summary = map[verify.Status]int{}
-	v.Status = verify.Pass
-	for _, r := range v.Results {
-		v.Summary[r.Status]++
-		if rank(r.Status) > rank(v.Status) {
-			v.Status = r.Status
-		}
-	}
+	v.Status, v.Summary = verify.Tally(v.Results)
 }
 
 // computeOK sets OK: no view has a FAIL (or anything worse than WARN).
 func (rep *Report) computeOK() {
 	rep.OK = true
 	for _, v := range rep.Views {
-		if rank(v.Status) > rank(verify.Warn) {
+		if v.Status.WorseThan(verify.Warn) {
 			rep.OK = false
 		}
 	}
@@ -101,55 +77,27 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
+// evidenceWidth is how many bytes of evidence the table shows: more than
+// verify's, as a FAIL here carries what it means for the operator.
+const evidenceWidth = 300
+
 // WriteText writes the readable table, in verify's style: host facts, one
 // line per probe for each agent view, and a closing verdict.
 func (rep *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	t := verify.NewTextTable(w, evidenceWidth)
 	h := rep.Host
-	fmt.Fprintf(tw, "awf isolate verify --agent (report v%d, %s)\n", rep.Version, rep.Started)
+	t.Printf("awf isolate verify --agent (report v%d, %s)\n", rep.Version, rep.Started)
 	user := h.AgentUser
 	if user == "" {
 		user = "(no passwd entry)"
 	}
-	fmt.Fprintf(tw, "host: kernel %s, cgroup %s; agent user %s (uid %d)\n", h.Kernel, h.CgroupMode, user, h.AgentUID)
+	t.Printf("host: kernel %s, cgroup %s; agent user %s (uid %d)\n", h.Kernel, h.CgroupMode, user, h.AgentUID)
 	for _, v := range rep.Views {
-		fmt.Fprintf(tw, "\nagent view, network %s: %s (%s, %.1f s)\n", v.Network, v.Status, summaryText(v.Summary), float64(v.Millis)/1000)
-		fmt.Fprintf(tw, "STATUS\tPROBE\tEVIDENCE\n")
-		for _, r := range v.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Status, r.ID, oneLine(r.Evidence))
-		}
+		t.Heading("agent view, network "+v.Network, v.Status, v.Summary, v.Millis)
+		t.Results("PROBE", v.Results)
 	}
-	verdict := "PASS"
-	if !rep.OK {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(tw, "\nverdict: %s\n", verdict)
-	if err := tw.Flush(); err != nil {
+	if err := t.Close(rep.OK); err != nil {
 		return fmt.Errorf("agentcheck: write report: %w", err)
 	}
 	return nil
-}
-
-// summaryText renders verdict counts in a fixed order.
-func summaryText(m map[verify.Status]int) string {
-	var parts []string
-	for _, s := range []verify.Status{verify.Pass, verify.Fail, verify.Warn, verify.NotApplicable, verify.Blocked} {
-		if m[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", m[s], s))
-		}
-	}
-	if len(parts) == 0 {
-		return "no results"
-	}
-	return strings.Join(parts, ", ")
-}
-
-// oneLine flattens evidence to one bounded line for the table.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	const max = 300
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return s
 }

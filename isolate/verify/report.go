@@ -62,16 +62,11 @@ type RuntimeReport struct {
 // finish computes the runtime's summary and status.
 func (r *RuntimeReport) finish(d time.Duration) {
 	r.Millis = d.Milliseconds()
-	r.Summary = map[Status]int{}
 	if r.Status == Blocked {
-		r.Summary[Blocked] = len(r.Results)
+		r.Summary = map[Status]int{Blocked: len(r.Results)}
 		return
 	}
-	r.Status = Pass
-	for _, x := range r.Results {
-		r.Summary[x.Status]++
-		r.Status = worst(r.Status, x.Status)
-	}
+	r.Status, r.Summary = Tally(r.Results)
 }
 
 // Failed reports whether this runtime makes the run fail.
@@ -141,44 +136,76 @@ func writeJSON(w io.Writer, v any, what string) error {
 // WriteText writes the readable table: host facts, host checks, then one
 // line per probe for each runtime, and a closing verdict.
 func (rep *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	t := NewTextTable(w, evidenceWidth)
 	h := rep.Host
-	fmt.Fprintf(tw, "awf isolate verify (report v%d, %s)\n", rep.Version, rep.Started)
-	fmt.Fprintf(tw, "host: kernel %s, %s, cgroup %s\n", h.Kernel, h.Arch, h.CgroupMode)
-	rep.Pins.writeText(tw)
-	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "STATUS\tCHECK\tEVIDENCE\n")
-	for _, c := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.ID, oneLine(c.Evidence))
-	}
+	t.Printf("awf isolate verify (report v%d, %s)\n", rep.Version, rep.Started)
+	t.Printf("host: kernel %s, %s, cgroup %s\n", h.Kernel, h.Arch, h.CgroupMode)
+	rep.Pins.writeText(t.tw)
+	t.Printf("\n")
+	t.Results("CHECK", rep.Checks)
 	for _, r := range rep.Runtimes {
-		fmt.Fprintf(tw, "\nruntime %s: %s", r.Name, r.Status)
 		if r.Status == Blocked {
 			req := "not required"
 			if r.Required {
 				req = "required"
 			}
-			fmt.Fprintf(tw, " (%s; %d probes not run): %s\n", req, len(r.Results), oneLine(r.Reason))
+			t.Printf("\nruntime %s: %s (%s; %d probes not run): %s\n", r.Name, r.Status, req, len(r.Results), oneLine(r.Reason))
 			continue
 		}
-		fmt.Fprintf(tw, " (%s, %.1f s)\n", summaryText(r.Summary), float64(r.Millis)/1000)
+		t.Heading("runtime "+r.Name, r.Status, r.Summary, r.Millis)
 		if p := pathText(r.Results); p != "" {
-			fmt.Fprintf(tw, "path: %s\n", p)
+			t.Printf("path: %s\n", p)
 		}
-		fmt.Fprintf(tw, "STATUS\tPROBE\tEVIDENCE\n")
-		for _, x := range r.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", x.Status, x.ID, oneLine(x.Evidence))
-		}
+		t.Results("PROBE", r.Results)
 	}
-	verdict := "PASS"
-	if !rep.OK {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(tw, "\nverdict: %s\n", verdict)
-	if err := tw.Flush(); err != nil {
+	if err := t.Close(rep.OK); err != nil {
 		return fmt.Errorf("verify: write report: %w", err)
 	}
 	return nil
+}
+
+// TextTable writes the readable form that verify's and the agent battery's
+// reports share: lines aligned in columns, a heading per section with its
+// verdict and summary, one line a result with its evidence flattened to one
+// bounded line, and a closing verdict. Make it with NewTextTable; it is
+// finished by Close.
+type TextTable struct {
+	tw    *tabwriter.Writer
+	width int // evidence longer than this many bytes is cut
+}
+
+// NewTextTable starts a table on w whose evidence is cut at width bytes.
+func NewTextTable(w io.Writer, width int) *TextTable {
+	return &TextTable{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0), width: width}
+}
+
+// Printf writes free text: report headers, or a line the columns align.
+func (t *TextTable) Printf(format string, a ...any) { fmt.Fprintf(t.tw, format, a...) }
+
+// Heading opens a section: a blank line, then "label: STATUS (summary,
+// seconds)".
+func (t *TextTable) Heading(label string, s Status, summary map[Status]int, millis int64) {
+	t.Printf("\n%s: %s (%s, %.1f s)\n", label, s, summaryText(summary), float64(millis)/1000)
+}
+
+// Results writes the column header "STATUS  column  EVIDENCE" and one line
+// a result.
+func (t *TextTable) Results(column string, rs []Result) {
+	t.Printf("STATUS\t%s\tEVIDENCE\n", column)
+	for _, r := range rs {
+		t.Printf("%s\t%s\t%s\n", r.Status, r.ID, flatten(r.Evidence, t.width))
+	}
+}
+
+// Close writes the closing verdict, PASS when ok and FAIL otherwise, and
+// flushes the table.
+func (t *TextTable) Close(ok bool) error {
+	verdict := "PASS"
+	if !ok {
+		verdict = "FAIL"
+	}
+	t.Printf("\nverdict: %s\n", verdict)
+	return t.tw.Flush()
 }
 
 // pathText counts the results by the path their sandbox took, pooled
@@ -216,10 +243,16 @@ func summaryText(m map[Status]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// oneLine flattens evidence to one bounded line for the table.
-func oneLine(s string) string {
+// evidenceWidth is how many bytes of evidence verify's tables show; the
+// JSON report carries it whole.
+const evidenceWidth = 220
+
+// oneLine flattens evidence to one line of verify's width for a table.
+func oneLine(s string) string { return flatten(s, evidenceWidth) }
+
+// flatten folds s onto one line and cuts it after max bytes.
+func flatten(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	const max = 220
 	if len(s) > max {
 		s = s[:max] + "…"
 	}

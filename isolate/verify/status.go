@@ -36,12 +36,28 @@ func (s Status) rank() int {
 	}
 }
 
+// WorseThan reports whether s ranks below t, from PASS, N/A, WARN and
+// BLOCKED down to FAIL: the one order verify's and the agent battery's
+// reports aggregate verdicts by.
+func (s Status) WorseThan(t Status) bool { return s.rank() > t.rank() }
+
 // worst returns the worse of two verdicts.
 func worst(a, b Status) Status {
-	if b.rank() > a.rank() {
+	if b.WorseThan(a) {
 		return b
 	}
 	return a
+}
+
+// Tally returns the worst verdict of rs (PASS when rs is empty) and the
+// count of each verdict: a report section's status and summary.
+func Tally(rs []Result) (Status, map[Status]int) {
+	s, n := Pass, map[Status]int{}
+	for _, r := range rs {
+		n[r.Status]++
+		s = worst(s, r.Status)
+	}
+	return s, n
 }
 
 // Result is one line of a report: a host check, a probe or a runtime-level check.
