@@ -16,11 +16,7 @@ package main
 import (
 	"errors"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
-	"time"
-	"unicode/utf8"
 
 	"github.com/awf-project/awf/broker/client"
 	"github.com/awf-project/awf/proto"
@@ -42,44 +38,14 @@ const (
 	envMaxTaskBytes = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
 )
 
-func main() {
-	silenceStderr()
-	signal.Ignore(syscall.SIGPIPE)
-	line := client.ErrorLine
-	func() {
-		defer func() { _ = recover() }()
-		line = run(os.Args[1:])
-	}()
-	_, _ = os.Stdout.WriteString(line + "\n")
-	os.Exit(0)
-}
-
-// silenceStderr points fd 2 at /dev/null so that nothing, not even a
-// runtime message, reaches the caller's stderr.
-func silenceStderr() {
-	if f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-		_ = syscall.Dup3(int(f.Fd()), 2, 0)
-		f.Close()
-	}
-}
+func main() { client.Main(client.ErrorLine, run) }
 
 func run(argv []string) string {
 	a, err := client.ParseArgs(argv)
 	if err != nil {
 		return client.ErrorLine
 	}
-	sock := os.Getenv(envSocket)
-	if sock == "" {
-		return client.ErrorLine
-	}
 	limit, err := taskLimit(os.Getenv(envMaxTaskBytes))
-	if err != nil {
-		return client.ErrorLine
-	}
-	if client.IsTerminal(0) {
-		return client.ErrorLine
-	}
-	task, err := readTask(os.Stdin, limit)
 	if err != nil {
 		return client.ErrorLine
 	}
@@ -88,7 +54,7 @@ func run(argv []string) string {
 		{proto.HeaderRepo, a.Repo},
 		{proto.HeaderSchema, client.EncodeSchema(a.Schema)},
 	}
-	resp, err := client.Exchange(sock, client.BuildRequest(headers, task), time.Now().Add(client.Deadline))
+	resp, err := client.Send(os.Getenv(envSocket), os.Stdin, client.Job{Route: "/query", Headers: headers, MaxBody: limit, UTF8: true})
 	if err != nil {
 		return client.ErrorLine
 	}
@@ -105,18 +71,4 @@ func taskLimit(v string) (int, error) {
 		return 0, errors.New("bad task limit")
 	}
 	return n, nil
-}
-
-// readTask reads the task: non-empty, at most limit bytes, valid UTF-8.
-func readTask(f *os.File, limit int) ([]byte, error) {
-	b, err := client.ReadBody(f)
-	switch {
-	case err != nil:
-		return nil, err
-	case len(b) > limit:
-		return nil, errors.New("task too large")
-	case !utf8.Valid(b):
-		return nil, errors.New("task is not UTF-8")
-	}
-	return b, nil
 }

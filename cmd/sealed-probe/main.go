@@ -15,34 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/awf-project/awf/broker/client"
 	"github.com/awf-project/awf/proto"
 )
 
-func main() {
-	silenceStderr()
-	signal.Ignore(syscall.SIGPIPE)
-	line := proto.ProbeErrorBody
-	func() {
-		defer func() { _ = recover() }()
-		line = run(os.Args[1:])
-	}()
-	_, _ = os.Stdout.WriteString(line + "\n")
-	os.Exit(0)
-}
-
-// silenceStderr points fd 2 at /dev/null so that nothing, not even a
-// runtime message, reaches the caller's stderr.
-func silenceStderr() {
-	if f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-		_ = syscall.Dup3(int(f.Fd()), 2, 0)
-		f.Close()
-	}
-}
+func main() { client.Main(proto.ProbeErrorBody, run) }
 
 // args are the CLI's operands.
 type args struct {
@@ -93,19 +71,12 @@ func run(argv []string) string {
 	if err != nil {
 		return proto.ProbeErrorBody
 	}
-	sock := os.Getenv(proto.ProbeSocketEnv)
-	if sock == "" || client.IsTerminal(0) {
-		return proto.ProbeErrorBody
-	}
-	body, err := client.ReadBodyMax(os.Stdin, proto.MaxProbeScriptBytes)
-	if err != nil {
-		return proto.ProbeErrorBody
-	}
 	headers := [][2]string{{proto.HeaderProbeVersion, proto.ProbeProtocolVersion}, {proto.HeaderRepo, a.repo}}
 	for i, name := range []string{proto.HeaderOutcome1, proto.HeaderOutcome2, proto.HeaderOutcome3} {
 		headers = append(headers, [2]string{name, a.outcomes[i]})
 	}
-	resp, err := client.Exchange(sock, client.BuildRequestTo(proto.ProbeRoute, headers, body), time.Now().Add(client.Deadline))
+	resp, err := client.Send(os.Getenv(proto.ProbeSocketEnv), os.Stdin,
+		client.Job{Route: proto.ProbeRoute, Headers: headers, MaxBody: proto.MaxProbeScriptBytes})
 	if err != nil {
 		return proto.ProbeErrorBody
 	}
