@@ -1,93 +1,48 @@
 package main
 
 import (
-	"context"
-	"debug/elf"
-	"io"
 	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/awf-project/awf/broker"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/tests/fixture"
-	"golang.org/x/sys/unix"
 )
 
-var cliBin string
+var cli fixture.CLI
 
-func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-query", &cliBin) }
+func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-query", &cli.Bin) }
 
 const errLine = `{"status":"error"}` + "\n"
 
-// runCLI runs the binary with the invariants of every run
-// (fixture.RunCLI: exit 0, nothing on stderr, one line).
-func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) string {
-	t.Helper()
-	return fixture.RunCLI(t, cliBin, env, stdin, args...)
-}
-
-// echoRuntime answers each job with its script (a test's script is its answer).
-type echoRuntime = fixture.EchoRuntime
-
+// startBroker serves a query broker whose runtime answers each job with
+// its script (a test's script is its answer).
 func startBroker(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	a, err := broker.OpenAudit(filepath.Join(dir, "audit"), "q.jsonl")
-	require.NoError(t, err)
-	b, err := broker.New(broker.Options{Kind: broker.QueryKind{}, Runtime: echoRuntime{}, MaxInvocations: 100, Timeout: 5 * time.Second,
-		Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "public"}}, Audit: a})
-	require.NoError(t, err)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := broker.ListenUnix(sock, os.Getuid(), os.Getgid())
-	require.NoError(t, err)
-	srv := broker.NewServer(b, a)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		a.Close()
-	})
-	return sock
+	return fixture.ServeBroker(t, t.TempDir(), "q.jsonl", broker.Options{Kind: broker.QueryKind{}, Runtime: fixture.EchoRuntime{},
+		MaxInvocations: 100, Timeout: 5 * time.Second, Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "public"}}})
 }
 
 func TestCLIAgainstBroker(t *testing.T) {
 	sock := startBroker(t)
 	env := []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}
-	got := runCLI(t, env, strings.NewReader(`{"b": 2, "a": "x"}`), "--schema", `{"type":"object","fields":{"a":{"type":"enum","values":["x","y"]},"b":{"type":"integer","minimum":0,"maximum":3}}}`, "--repo", "o/r")
+	got := cli.Run(t, env, strings.NewReader(`{"b": 2, "a": "x"}`), "--schema", `{"type":"object","fields":{"a":{"type":"enum","values":["x","y"]},"b":{"type":"integer","minimum":0,"maximum":3}}}`, "--repo", "o/r")
 	assert.Equal(t, `{"status":"ok","result":{"a":"x","b":2}}`+"\n", got)
 	// Failures from the broker are the same bytes as local ones.
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader("true"), "--repo", "o/unknown", "--schema", `{"type":"boolean"}`))
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader("maybe"), "--repo", "o/r", "--schema", `{"type":"boolean"}`))
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader("true"), "--repo", "o/r", "--schema", `{"type":"string"}`))
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("true"), "--repo", "o/unknown", "--schema", `{"type":"boolean"}`))
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("maybe"), "--repo", "o/r", "--schema", `{"type":"boolean"}`))
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("true"), "--repo", "o/r", "--schema", `{"type":"string"}`))
 }
 
 func TestCLIRejectsLocally(t *testing.T) {
-	// No socket at all: any request that got past the local checks would
-	// still print the error line, so use a socket that records connections.
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	defer ln.Close()
-	contacted := make(chan struct{}, 100)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			contacted <- struct{}{}
-			c.Close()
-		}
-	}()
+	// A socket that records connections, not a missing one: a request that
+	// got past the local checks would print the error line either way.
+	sock, contacted := fixture.RecordingSocket(t)
 	env := []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}
 	b := `{"type":"boolean"}`
 	cases := map[string][]string{
@@ -111,71 +66,29 @@ func TestCLIRejectsLocally(t *testing.T) {
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, errLine, runCLI(t, env, strings.NewReader("x"), args...))
+			assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("x"), args...))
 		})
 	}
 	t.Run("empty stdin", func(t *testing.T) {
-		assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(""), "--repo", "o/r", "--schema", b))
+		assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(""), "--repo", "o/r", "--schema", b))
 	})
 	t.Run("script too large", func(t *testing.T) {
-		assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(strings.Repeat("#", 65537)), "--repo", "o/r", "--schema", b))
+		assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(strings.Repeat("#", 65537)), "--repo", "o/r", "--schema", b))
 	})
 	t.Run("no socket env", func(t *testing.T) {
-		assert.Equal(t, errLine, runCLI(t, nil, strings.NewReader("x"), "--repo", "o/r", "--schema", b))
+		assert.Equal(t, errLine, cli.Run(t, nil, strings.NewReader("x"), "--repo", "o/r", "--schema", b))
 	})
 	t.Run("endpoint env", func(t *testing.T) {
-		assert.Equal(t, errLine, runCLI(t, append(env, "AWF_BOUNDED_QUERY_ENDPOINT=http://host.docker.internal:1/query"), strings.NewReader("x"), "--repo", "o/r", "--schema", b))
+		assert.Equal(t, errLine, cli.Run(t, append(env, "AWF_BOUNDED_QUERY_ENDPOINT=http://host.docker.internal:1/query"), strings.NewReader("x"), "--repo", "o/r", "--schema", b))
 	})
 	t.Run("tty stdin", func(t *testing.T) {
-		pty := openPTY(t)
-		assert.Equal(t, errLine, runCLI(t, env, pty, "--repo", "o/r", "--schema", b))
+		assert.Equal(t, errLine, cli.Run(t, env, fixture.OpenPTY(t), "--repo", "o/r", "--schema", b))
 	})
 	assert.Empty(t, contacted, "a locally rejected request contacted the broker")
 }
 
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// fakeServer answers every connection with one fixed response.
-func fakeServer(t *testing.T, response string) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				buf := make([]byte, 1<<16)
-				_, _ = c.Read(buf)
-				_, _ = io.WriteString(c, response)
-			}()
-		}
-	}()
-	return sock
-}
-
 func TestCLIUnexpectedResponses(t *testing.T) {
-	resp := func(status, body string) string {
-		return "HTTP/1.1 " + status + "\r\ncontent-type: application/json\r\ncontent-length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-	}
+	resp := fixture.HTTPResponse
 	cases := map[string]string{
 		"500":              resp("500 Internal Server Error", `{"status":"error"}`),
 		"odd body":         resp("200 OK", `{"status":"maybe"}`),
@@ -190,8 +103,8 @@ func TestCLIUnexpectedResponses(t *testing.T) {
 	}
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) {
-			sock := fakeServer(t, r)
-			got := runCLI(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+			sock := fixture.AnsweringSocket(t, r)
+			got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 			assert.Equal(t, errLine, got)
 		})
 	}
@@ -201,21 +114,14 @@ func TestCLIUnexpectedResponses(t *testing.T) {
 		require.NoError(t, err)
 		ln.(*net.UnixListener).SetUnlinkOnClose(false)
 		ln.Close()
-		got := runCLI(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+		got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 		assert.Equal(t, errLine, got)
 	})
 	t.Run("passes a canonical ok", func(t *testing.T) {
-		sock := fakeServer(t, resp("200 OK", `{"status":"ok","result":[1,"a"]}`))
-		got := runCLI(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+		sock := fixture.AnsweringSocket(t, resp("200 OK", `{"status":"ok","result":[1,"a"]}`))
+		got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 		assert.Equal(t, `{"status":"ok","result":[1,"a"]}`+"\n", got)
 	})
 }
 
-func TestCLIIsStatic(t *testing.T) {
-	f, err := elf.Open(cliBin)
-	require.NoError(t, err)
-	defer f.Close()
-	for _, p := range f.Progs {
-		assert.NotEqual(t, elf.PT_INTERP, p.Type, "bounded-query must be statically linked")
-	}
-}
+func TestCLIIsStatic(t *testing.T) { fixture.AssertStatic(t, cli.Bin) }

@@ -1,61 +1,33 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/awf-project/awf/broker"
-	"github.com/awf-project/awf/proto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
-var cliBin string
+var cli fixture.CLI
 
-func TestMain(m *testing.M) { fixture.MainWithCLI(m, "sealed-probe", &cliBin) }
+func TestMain(m *testing.M) { fixture.MainWithCLI(m, "sealed-probe", &cli.Bin) }
 
 const errLine = `{"result":"ERROR"}` + "\n"
 
-// runCLI runs the binary with the invariants of every run
-// (fixture.RunCLI: exit 0, nothing on stderr, one line).
-func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) string {
-	t.Helper()
-	return fixture.RunCLI(t, cliBin, env, stdin, args...)
-}
-
-// echoRuntime answers each job with its script (a test's script is its answer).
-type echoRuntime = fixture.EchoRuntime
-
+// startBroker serves a probe broker whose runtime answers each job with
+// its script (a test's script is its answer).
 func startBroker(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	a, err := broker.OpenAudit(filepath.Join(dir, "audit"), "p.jsonl")
-	require.NoError(t, err)
-	b, err := broker.New(broker.Options{Kind: broker.ProbeKind{}, Runtime: echoRuntime{}, MaxInvocations: 100, Timeout: 5 * time.Second,
-		Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: proto.SensitivitySealed}}, Audit: a})
-	require.NoError(t, err)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := broker.ListenUnix(sock, os.Getuid(), os.Getgid())
-	require.NoError(t, err)
-	srv := broker.NewServer(b, a)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		a.Close()
-	})
-	return sock
+	return fixture.ServeBroker(t, t.TempDir(), "p.jsonl", broker.Options{Kind: broker.ProbeKind{}, Runtime: fixture.EchoRuntime{},
+		MaxInvocations: 100, Timeout: 5 * time.Second, Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: proto.SensitivitySealed}}})
 }
 
 var three = []string{"--outcome", "YES", "--outcome", "NO", "--outcome", "UNKNOWN"}
@@ -64,36 +36,21 @@ func TestCLIAgainstBroker(t *testing.T) {
 	sock := startBroker(t)
 	env := []string{proto.ProbeSocketEnv + "=" + sock}
 	args := append([]string{"--repo", "o/r"}, three...)
-	assert.Equal(t, `{"result":"NO"}`+"\n", runCLI(t, env, strings.NewReader(`{ "result" : "NO" }`), args...))
+	assert.Equal(t, `{"result":"NO"}`+"\n", cli.Run(t, env, strings.NewReader(`{ "result" : "NO" }`), args...))
 	// UTF-8 outcomes, and flags in any order.
-	assert.Equal(t, `{"result":"ja é"}`+"\n", runCLI(t, env, strings.NewReader(`{"result":"ja é"}`),
+	assert.Equal(t, `{"result":"ja é"}`+"\n", cli.Run(t, env, strings.NewReader(`{"result":"ja é"}`),
 		"--outcome", "ja é", "--repo", "o/r", "--outcome", "nein", "--outcome", "?"))
 	// Failures from the broker are the same bytes as local ones.
 	for _, out := range []string{`{"result":"ERROR"}`, `{"result":"MAYBE"}`, `{"result":"NO","x":1}`, `{"result":"NO","result":"NO"}`, `not json`} {
-		assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(out), args...), out)
+		assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(out), args...), out)
 	}
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(`{"result":"NO"}`), append([]string{"--repo", "o/unknown"}, three...)...))
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(`{"result":"NO"}`), append([]string{"--repo", "o/unknown"}, three...)...))
 }
 
 // TestCLIRejectsLocally: every malformed invocation prints the error line
 // without contacting the broker.
 func TestCLIRejectsLocally(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	defer ln.Close()
-	contacted := make(chan struct{}, 100)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			contacted <- struct{}{}
-			c.Close()
-		}
-	}()
+	sock, contacted := fixture.RecordingSocket(t)
 	env := []string{proto.ProbeSocketEnv + "=" + sock}
 	o := func(v ...string) []string {
 		var out []string
@@ -135,42 +92,31 @@ func TestCLIRejectsLocally(t *testing.T) {
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, errLine, runCLI(t, env, strings.NewReader("print(1)"), args...))
+			assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("print(1)"), args...))
 		})
 	}
 	ok := append(r, o("A", "B", "C")...)
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(""), ok...), "empty script")
-	assert.Equal(t, errLine, runCLI(t, env, strings.NewReader(strings.Repeat("#", proto.MaxProbeScriptBytes+1)), ok...), "oversized script")
-	assert.Equal(t, errLine, runCLI(t, nil, strings.NewReader("x"), ok...), "no socket variable")
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(""), ok...), "empty script")
+	assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(strings.Repeat("#", proto.MaxProbeScriptBytes+1)), ok...), "oversized script")
+	assert.Equal(t, errLine, cli.Run(t, nil, strings.NewReader("x"), ok...), "no socket variable")
+	assert.Equal(t, errLine, cli.Run(t, env, fixture.OpenPTY(t), ok...), "terminal stdin")
 	assert.Empty(t, contacted, "the broker must not be contacted")
 }
+
+func TestCLIIsStatic(t *testing.T) { fixture.AssertStatic(t, cli.Bin) }
 
 // TestCLITransportFailures: an unreachable socket or an unexpected answer
 // is the local error line, formatted and exited the same way.
 func TestCLITransportFailures(t *testing.T) {
 	dir := t.TempDir()
 	args := append([]string{"--repo", "o/r"}, three...)
-	assert.Equal(t, errLine, runCLI(t, []string{proto.ProbeSocketEnv + "=" + filepath.Join(dir, "missing.sock")}, strings.NewReader("x"), args...))
+	assert.Equal(t, errLine, cli.Run(t, []string{proto.ProbeSocketEnv + "=" + filepath.Join(dir, "missing.sock")}, strings.NewReader("x"), args...))
 	plain := filepath.Join(dir, "plain")
 	require.NoError(t, os.WriteFile(plain, nil, 0o600))
-	assert.Equal(t, errLine, runCLI(t, []string{proto.ProbeSocketEnv + "=" + plain}, strings.NewReader("x"), args...))
+	assert.Equal(t, errLine, cli.Run(t, []string{proto.ProbeSocketEnv + "=" + plain}, strings.NewReader("x"), args...))
 	for _, body := range []string{`{"result":"MAYBE"}`, `{"result":"YES"} `, `{"status":"error"}`, `{"result":"YES"}` + "\n", ``, `{"result":"YES"}x`} {
-		sock := filepath.Join(t.TempDir(), "odd.sock")
-		ln, err := net.Listen("unix", sock)
-		require.NoError(t, err)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			buf := make([]byte, 4096)
-			_, _ = c.Read(buf)
-			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\ncontent-length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
-		}()
-		assert.Equal(t, errLine, runCLI(t, []string{proto.ProbeSocketEnv + "=" + sock}, strings.NewReader("x"), args...), body)
-		ln.Close()
+		sock := fixture.AnsweringSocket(t, fixture.HTTPResponse("200 OK", body))
+		assert.Equal(t, errLine, cli.Run(t, []string{proto.ProbeSocketEnv + "=" + sock}, strings.NewReader("x"), args...), body)
 	}
 }
 
