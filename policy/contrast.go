@@ -44,15 +44,7 @@ func verdicts(t Table) (map[string]Verdict, map[string][]string) {
 		} else {
 			deny[k] = true
 		}
-		c := r.Action
-		switch r.Case {
-		case "":
-		case otherwiseCase:
-			c += " " + otherwiseCase
-		default:
-			c += " if " + r.Case
-		}
-		cases[k] = append(cases[k], c)
+		cases[k] = append(cases[k], r.Action+r.caseSuffix())
 	}
 	out := map[string]Verdict{}
 	for k := range cases {

@@ -40,15 +40,20 @@ type Row struct {
 
 // String renders the row as one table line.
 func (r Row) String() string {
-	s := fmt.Sprintf("%-8s %-24s %s", r.Arch, r.Syscall, r.Action)
+	s := fmt.Sprintf("%-8s %-24s %s", r.Arch, r.Syscall, r.Action) + r.caseSuffix()
+	return strings.TrimRight(s, " ")
+}
+
+// caseSuffix renders the row's case the way every table line, diff line and
+// contrast puts it after the action: nothing, " otherwise" or " if <case>".
+func (r Row) caseSuffix() string {
 	switch r.Case {
 	case "":
+		return ""
 	case otherwiseCase:
-		s += " " + otherwiseCase
-	default:
-		s += " if " + r.Case
+		return " " + otherwiseCase
 	}
-	return strings.TrimRight(s, " ")
+	return " if " + r.Case
 }
 
 // compatSyscall marks the row for a foreign ABI on the same CPU.
@@ -441,14 +446,7 @@ func Diff(old, new Table) []string {
 }
 
 func diffLine(sign string, r Row) string {
-	s := fmt.Sprintf("%s %s %s", sign, r.Action, r.Syscall)
-	switch r.Case {
-	case "":
-	case otherwiseCase:
-		s += " " + otherwiseCase
-	default:
-		s += " if " + r.Case
-	}
+	s := fmt.Sprintf("%s %s %s", sign, r.Action, r.Syscall) + r.caseSuffix()
 	s += " (" + r.Arch + ")"
 	if r.Reason != "" {
 		s += " : " + r.Reason
