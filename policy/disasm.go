@@ -26,28 +26,25 @@ var jmpNames = map[uint16]string{bpfJEQ: "jeq", bpfJGT: "jgt", bpfJGE: "jge", bp
 func disasmOne(pc int, ins unix.SockFilter) string {
 	k := fmt.Sprintf("%#x", ins.K)
 	switch ins.Code & 0x07 {
-	case bpfLD:
-		switch ins.Code & 0xe0 {
-		case bpfABS:
-			if ins.K%4 == 0 && ins.K < 4*seccompDataWords {
-				return "ld  " + wordName(int(ins.K/4))
-			}
-			return "ld  [" + k + "]"
-		case bpfIMM:
-			return "ld  #" + k
-		case bpfLEN:
-			return "ld  #len"
-		case bpfMEM:
-			return fmt.Sprintf("ld  M[%d]", ins.K)
+	case bpfLD, bpfLDX:
+		// ld and ldx share the immediate, length and scratch modes; only ld
+		// reads seccomp_data (bpfABS).
+		op := "ld  "
+		if ins.Code&0x07 == bpfLDX {
+			op = "ldx "
 		}
-	case bpfLDX:
-		switch ins.Code & 0xe0 {
-		case bpfIMM:
-			return "ldx #" + k
-		case bpfLEN:
-			return "ldx #len"
-		case bpfMEM:
-			return fmt.Sprintf("ldx M[%d]", ins.K)
+		switch mode := ins.Code & 0xe0; {
+		case mode == bpfABS && op == "ld  ":
+			if ins.K%4 == 0 && ins.K < 4*seccompDataWords {
+				return op + wordName(int(ins.K/4))
+			}
+			return op + "[" + k + "]"
+		case mode == bpfIMM:
+			return op + "#" + k
+		case mode == bpfLEN:
+			return op + "#len"
+		case mode == bpfMEM:
+			return fmt.Sprintf("%sM[%d]", op, ins.K)
 		}
 	case bpfST:
 		return fmt.Sprintf("st  M[%d]", ins.K)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -292,6 +293,29 @@ func TestDisassemble(t *testing.T) {
 	assert.Contains(t, text, "ret #0x7fff0000  ; allow")
 	assert.Contains(t, text, "; errno ENOSYS")
 	assert.NotContains(t, text, "???")
+}
+
+// TestDisassembleLoads pins the rendering of every load form, including
+// the ones no compiled policy uses.
+func TestDisassembleLoads(t *testing.T) {
+	for _, tc := range []struct {
+		code uint16
+		k    uint32
+		want string
+	}{
+		{bpfLD | bpfW | bpfABS, 0, "ld  nr"},
+		{bpfLD | bpfW | bpfABS, 3, "ld  [0x3]"},
+		{bpfLD | bpfW | bpfABS, 4 * seccompDataWords, fmt.Sprintf("ld  [%#x]", 4*seccompDataWords)},
+		{bpfLD | bpfIMM, 7, "ld  #0x7"},
+		{bpfLD | bpfLEN, 0, "ld  #len"},
+		{bpfLD | bpfMEM, 2, "ld  M[2]"},
+		{bpfLDX | bpfIMM, 7, "ldx #0x7"},
+		{bpfLDX | bpfLEN, 0, "ldx #len"},
+		{bpfLDX | bpfMEM, 2, "ldx M[2]"},
+		{bpfLDX | bpfW | bpfABS, 0, "??? code=0x21 jt=0 jf=0 k=0x0"},
+	} {
+		assert.Equal(t, tc.want, disasmOne(0, ins(tc.code, 0, 0, tc.k)), "code %#x k %d", tc.code, tc.k)
+	}
 }
 
 // TestDecodeRefusesPartialTables: a filter with more argument paths than the
