@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,13 +67,7 @@ func attestFrom(t *testing.T, ctx context.Context, pid int, file string) (*Attes
 // process is ended (stdin closed, then killed) and reaped at cleanup.
 func startReady(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	require.NoError(t, cmd.Start())
+	stdin, stdout, errb := startPiped(t, cmd)
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		_, _ = io.Copy(io.Discard, stdout)

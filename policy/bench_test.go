@@ -16,7 +16,10 @@ func BenchmarkParseDefault(b *testing.B) {
 	}
 }
 
-func BenchmarkCompileBPF(b *testing.B) {
+// defaultNative returns the default policy and the host arch, the input of
+// every benchmark below that compiles or decodes the filter.
+func defaultNative(b *testing.B) (*Policy, string) {
+	b.Helper()
 	p, err := Default()
 	if err != nil {
 		b.Fatal(err)
@@ -25,6 +28,11 @@ func BenchmarkCompileBPF(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return p, a
+}
+
+func BenchmarkCompileBPF(b *testing.B) {
+	p, a := defaultNative(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := p.BPF(a); err != nil {
@@ -34,14 +42,7 @@ func BenchmarkCompileBPF(b *testing.B) {
 }
 
 func BenchmarkDecisionTable(b *testing.B) {
-	p, err := Default()
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := NativeArch()
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, a := defaultNative(b)
 	prog, err := p.BPF(a)
 	if err != nil {
 		b.Fatal(err)

@@ -262,6 +262,21 @@ func probeSyscall(t *testing.T, nr int, args []uint64) childResult {
 	return runChild(t, "syscall", fmt.Sprintf("%s=%d", childNrEnv, nr), childArgsEnv+"="+strings.Join(parts, ","))
 }
 
+// startPiped starts cmd with pipes on its stdin and stdout and its stderr
+// captured, the shape of every child these tests hold open (holdChild,
+// startReady); the caller ends and reaps it.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, *bytes.Buffer) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errb := new(bytes.Buffer)
+	cmd.Stderr = errb
+	require.NoError(t, cmd.Start())
+	return stdin, stdout, errb
+}
+
 // holdChild starts a child that loads the filter and blocks; it returns the
 // filtered thread's id and a function that ends the child and waits for it.
 func holdChild(t *testing.T) (int, func() childResult) {
@@ -269,13 +284,7 @@ func holdChild(t *testing.T) (int, func() childResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = []string{childModeEnv + "=hold"}
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	require.NoError(t, cmd.Start())
+	stdin, stdout, errb := startPiped(t, cmd)
 	done := false
 	finish := func() childResult {
 		if done {

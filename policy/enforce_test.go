@@ -66,28 +66,41 @@ var probeOverrides = map[string][]uint64{
 	"shmget": {0, 0, 0}, // IPC_PRIVATE, size 0: EINVAL
 }
 
+// numberedRule is a rule with its system call's number on this host.
+type numberedRule struct {
+	Rule
+	nr int
+}
+
+// nativeRules returns the unconditional rules of p with action kind that name
+// a system call this host has, the rules a child can probe one by one.
+func nativeRules(t *testing.T, p *Policy, kind ActionKind) []numberedRule {
+	a := nativeInfo(t)
+	var out []numberedRule
+	for _, r := range p.Rules {
+		if r.Action.Kind != kind || len(r.Conds) > 0 {
+			continue
+		}
+		if nr, ok := syscallNumber(r.Syscall, a); ok {
+			out = append(out, numberedRule{r, nr})
+		}
+	}
+	return out
+}
+
 func TestDeniedSyscallsAreKilled(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	a := nativeInfo(t)
-	n := 0
-	for _, r := range p.Rules {
-		if r.Action.Kind != ActKill || len(r.Conds) > 0 {
-			continue
-		}
-		nr, ok := syscallNumber(r.Syscall, a)
-		if !ok {
-			continue
-		}
-		n++
+	rules := nativeRules(t, p, ActKill)
+	for _, r := range rules {
 		args := safeProbeArgs
 		if o, ok := probeOverrides[r.Syscall]; ok {
 			args = o
 		}
-		res := probeSyscall(t, nr, args)
-		assert.True(t, res.killedBySIGSYS(), "%s (nr %d) was not killed: %s", r.Syscall, nr, res)
+		res := probeSyscall(t, r.nr, args)
+		assert.True(t, res.killedBySIGSYS(), "%s (nr %d) was not killed: %s", r.Syscall, r.nr, res)
 	}
-	require.Greater(t, n, 90, "expected every deny rule to be probed")
+	require.Greater(t, len(rules), 90, "expected every deny rule to be probed")
 	// The list, by name, so a policy edit cannot drop one silently.
 	for _, name := range []string{"unshare", "setns", "mount", "ptrace", "bpf", "keyctl", "add_key", "request_key",
 		"userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register", "kexec_load",
@@ -109,16 +122,8 @@ func hasRule(p *Policy, name string, kind ActionKind) bool {
 func TestErrnoRulesAnswerTheirErrno(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	a := nativeInfo(t)
-	for _, r := range p.Rules {
-		if r.Action.Kind != ActErrno || len(r.Conds) > 0 {
-			continue
-		}
-		nr, ok := syscallNumber(r.Syscall, a)
-		if !ok {
-			continue
-		}
-		res := probeSyscall(t, nr, safeProbeArgs)
+	for _, r := range nativeRules(t, p, ActErrno) {
+		res := probeSyscall(t, r.nr, safeProbeArgs)
 		assert.Equal(t, "errno "+errnoName(r.Action.Errno)+"\n", res.stdout, "%s: %s", r.Syscall, res)
 	}
 }

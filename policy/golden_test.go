@@ -21,12 +21,12 @@ const (
 	goldenBPF   = "testdata/python3.bpf.sha256"
 )
 
-// goldenBPFText renders the BPF hashes of the default policy per arch, with
-// the libseccomp version that produced them.
+// goldenBPFText renders the BPF hashes of p per arch, with the libseccomp
+// version that produced them.
 func goldenBPFText(t *testing.T, p *Policy) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# sha256 of the BPF python3.policy compiles to (before runc's ENOSYS stub)\n")
+	fmt.Fprintf(&b, "# sha256 of the BPF %s compiles to (before runc's ENOSYS stub)\n", p.Name)
 	fmt.Fprintf(&b, "# libseccomp %s\n", LibseccompVersion())
 	for _, a := range p.Arches {
 		prog, err := p.BPF(a)
@@ -47,29 +47,37 @@ func goldenTableText(t *testing.T, p *Policy) string {
 	return Merge(ts...).String()
 }
 
+// checkGolden compares the compiled decision table and BPF hashes of p with
+// the reviewed files tablePath and bpfPath (or rewrites them under -update),
+// the one golden check of every embedded policy; it returns the compiled
+// texts by path.
+func checkGolden(t *testing.T, p *Policy, tablePath, bpfPath string) map[string]string {
+	t.Helper()
+	files := map[string]string{
+		tablePath: goldenTableText(t, p),
+		bpfPath:   goldenBPFText(t, p),
+	}
+	for path, text := range files {
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+			continue
+		}
+		want, err := os.ReadFile(path)
+		require.NoError(t, err, "missing golden file; run: go test ./policy -run Golden -update")
+		if string(want) != text {
+			t.Errorf("%s drifted from the compiled %s:\n%s\nreview the change, then run: go test ./policy -run Golden -update",
+				filepath.Base(path), p.Name, lineDiff(string(want), text))
+		}
+	}
+	return files
+}
+
 // TestGolden fails when the compiled default policy (its decision table or
 // its BPF) changes without policy/testdata being updated in the same change.
 func TestGolden(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	files := map[string]string{
-		goldenTable: goldenTableText(t, p),
-		goldenBPF:   goldenBPFText(t, p),
-	}
-	if *update {
-		for path, text := range files {
-			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-		}
-		return
-	}
-	for path, text := range files {
-		want, err := os.ReadFile(path)
-		require.NoError(t, err, "missing golden file; run: go test ./policy -run Golden -update")
-		if string(want) != text {
-			t.Errorf("%s drifted from the compiled python3.policy:\n%s\nreview the change, then run: go test ./policy -run Golden -update",
-				filepath.Base(path), lineDiff(string(want), text))
-		}
-	}
+	checkGolden(t, p, goldenTable, goldenBPF)
 }
 
 // lineDiff lists lines only in want (-) or only in got (+).

@@ -259,30 +259,7 @@ func TestAgentLoopSocketsEnforced(t *testing.T) {
 func TestGoldenAgentLoop(t *testing.T) {
 	p, err := AgentLoop()
 	require.NoError(t, err)
-	var bpf strings.Builder
-	fmt.Fprintf(&bpf, "# sha256 of the BPF agent-loop.policy compiles to (before runc's ENOSYS stub)\n")
-	fmt.Fprintf(&bpf, "# libseccomp %s\n", LibseccompVersion())
-	for _, a := range p.Arches {
-		prog, err := p.BPF(a)
-		require.NoError(t, err)
-		fmt.Fprintf(&bpf, "%s  %s  %d\n", ProgramSHA256(prog), a, len(prog))
-	}
-	files := map[string]string{
-		"testdata/agent-loop.table":      goldenTableText(t, p),
-		"testdata/agent-loop.bpf.sha256": bpf.String(),
-	}
-	for path, text := range files {
-		if *update {
-			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-			continue
-		}
-		want, err := os.ReadFile(path)
-		require.NoError(t, err, "missing golden file; run: go test ./policy -run Golden -update")
-		if string(want) != text {
-			t.Errorf("%s drifted from the compiled agent-loop.policy:\n%s\nreview the change, then run: go test ./policy -run Golden -update",
-				filepath.Base(path), lineDiff(string(want), text))
-		}
-	}
+	files := checkGolden(t, p, "testdata/agent-loop.table", "testdata/agent-loop.bpf.sha256")
 	// The table has no row where socket falls to the default: every
 	// argument case is decided by a reviewed rule.
 	assert.NotRegexp(t, `(?m)^\S+\s+socket\s+kill`, files["testdata/agent-loop.table"])
