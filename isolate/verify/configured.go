@@ -21,63 +21,26 @@ func ConfiguredProbes(l isolate.Limits) []Probe {
 			}
 		}
 	}
-	return []Probe{
+	return inGroup("config", []Probe{
+		kindProbe("config/memory", fmt.Sprintf("Allocates 8 MiB blocks up to twice the configured memory limit (%d MiB).", l.MemoryBytes>>20),
+			"The configured memory limit does not hold or is not reported as oom.", isolate.KindOOM, "configured memory limit",
+			set(0), sObj("allocated_mib", sInt(0, 1<<20))),
+		kindProbe("config/pids", fmt.Sprintf("Starts threads up to twice the configured pids limit (%d).", l.Pids),
+			"The configured pids limit does not hold or is not reported as pids-limit.", isolate.KindPidsLimit, "configured pids limit",
+			set(0), sObj("threads", sInt(0, 1<<20))),
+		kindProbe("config/fsize", fmt.Sprintf("Writes 1 MiB past the configured file-size limit (%d MiB) to one file in /query/repo.", l.FileSizeBytes>>20),
+			"The configured RLIMIT_FSIZE does not hold or is not reported as file-size-limit.", isolate.KindFileSizeLimit, "configured file-size limit",
+			set(0), sObj("written", sBool)),
+		withLimits(wantProbe("config/nofile", fmt.Sprintf("Opens /dev/null past the configured RLIMIT_NOFILE (%d).", l.NoFile),
+			"The configured descriptor limit does not hold.", sObj("err", sErrno, "within_limit", sBool), `{"err":"EMFILE","within_limit":true}`),
+			set(0)),
+		kindProbe("config/output", fmt.Sprintf("Writes one byte more than the configured output cap (%d bytes) to /query/out.", l.OutputBytes),
+			"An answer above the configured cap is accepted.", isolate.KindOutputTooLarge, "configured output cap", set(0), sBool),
+		kindProbe("config/timeout", fmt.Sprintf("Spins forever under the configured wall-clock deadline (%v).", l.Wall),
+			"The configured deadline does not stop a runaway script, or is not reported as timeout.", isolate.KindTimeout, "configured wall-clock deadline",
+			set(0), sObj("done", sBool)),
 		{
-			ID: "config/memory", Group: "config",
-			Title:       fmt.Sprintf("Allocates 8 MiB blocks up to twice the configured memory limit (%d MiB).", l.MemoryBytes>>20),
-			OnFail:      "The configured memory limit does not hold or is not reported as oom.",
-			limits:      set(0),
-			schema:      sObj("allocated_mib", sInt(0, 1<<20)),
-			check:       kindCheck(isolate.KindOOM, "configured memory limit"),
-			exampleKind: isolate.KindOOM,
-		},
-		{
-			ID: "config/pids", Group: "config",
-			Title:       fmt.Sprintf("Starts threads up to twice the configured pids limit (%d).", l.Pids),
-			OnFail:      "The configured pids limit does not hold or is not reported as pids-limit.",
-			limits:      set(0),
-			schema:      sObj("threads", sInt(0, 1<<20)),
-			check:       kindCheck(isolate.KindPidsLimit, "configured pids limit"),
-			exampleKind: isolate.KindPidsLimit,
-		},
-		{
-			ID: "config/fsize", Group: "config",
-			Title:       fmt.Sprintf("Writes 1 MiB past the configured file-size limit (%d MiB) to one file in /query/repo.", l.FileSizeBytes>>20),
-			OnFail:      "The configured RLIMIT_FSIZE does not hold or is not reported as file-size-limit.",
-			limits:      set(0),
-			schema:      sObj("written", sBool),
-			check:       kindCheck(isolate.KindFileSizeLimit, "configured file-size limit"),
-			exampleKind: isolate.KindFileSizeLimit,
-		},
-		{
-			ID: "config/nofile", Group: "config",
-			Title:   fmt.Sprintf("Opens /dev/null past the configured RLIMIT_NOFILE (%d).", l.NoFile),
-			OnFail:  "The configured descriptor limit does not hold.",
-			limits:  set(0),
-			schema:  sObj("err", sErrno, "within_limit", sBool),
-			check:   checkEqual(map[string]any{"err": "EMFILE", "within_limit": true}),
-			example: `{"err":"EMFILE","within_limit":true}`,
-		},
-		{
-			ID: "config/output", Group: "config",
-			Title:       fmt.Sprintf("Writes one byte more than the configured output cap (%d bytes) to /query/out.", l.OutputBytes),
-			OnFail:      "An answer above the configured cap is accepted.",
-			limits:      set(0),
-			schema:      sBool,
-			check:       kindCheck(isolate.KindOutputTooLarge, "configured output cap"),
-			exampleKind: isolate.KindOutputTooLarge,
-		},
-		{
-			ID: "config/timeout", Group: "config",
-			Title:       fmt.Sprintf("Spins forever under the configured wall-clock deadline (%v).", l.Wall),
-			OnFail:      "The configured deadline does not stop a runaway script, or is not reported as timeout.",
-			limits:      set(0),
-			schema:      sObj("done", sBool),
-			check:       kindCheck(isolate.KindTimeout, "configured wall-clock deadline"),
-			exampleKind: isolate.KindTimeout,
-		},
-		{
-			ID: "config/cpu", Group: "config",
+			ID:      "config/cpu",
 			Title:   fmt.Sprintf("Hashes in %d threads (hashlib releases the GIL) for 2 s under the configured CPU quota (%d milli-CPUs) and reads its own CPU clock.", l.CPUMilli/1000+1, l.CPUMilli),
 			OnFail:  "The job used more CPU than its quota: the cgroup CPU limit does not hold.",
 			limits:  set(0),
@@ -85,7 +48,7 @@ func ConfiguredProbes(l isolate.Limits) []Probe {
 			check:   checkCPUQuota,
 			example: `{"milli":480,"cpus":1,"threads":1}`,
 		},
-	}
+	})
 }
 
 // cpuAllowed is the measurement allowance of config/cpu: 10 % of the quota

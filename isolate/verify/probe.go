@@ -278,6 +278,52 @@ func checkEqual(want map[string]any) func(c *probeCtx) (Status, string) {
 	}
 }
 
+// Probe declarations. Most probes are one of a few kinds, each judged by
+// one rule; these build them from what is particular to the probe, so
+// that a group's table says each fact once (the answer a probe expects is
+// its example too) and the group is set by the table, see inGroup.
+
+// inGroup sets the report section of every probe of a group's table.
+func inGroup(group string, ps []Probe) []Probe {
+	for i := range ps {
+		ps[i].Group = group
+	}
+	return ps
+}
+
+// blockedProbe is an attack whose answer is one errno outcome per step,
+// that passes when every step was blocked.
+func blockedProbe(id, title, onFail, example string, steps ...string) Probe {
+	return Probe{ID: id, Title: title, OnFail: onFail, schema: errnoFields(steps...), check: checkAllBlocked(steps...), example: example}
+}
+
+// wantProbe passes when the answer is exactly want, which is also its
+// example.
+func wantProbe(id, title, onFail, schema, want string) Probe {
+	dec := json.NewDecoder(strings.NewReader(want))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		panic(fmt.Sprintf("verify: probe %s: wanted answer %s: %v", id, want, err))
+	}
+	for k, v := range m {
+		m[k] = normalise(v)
+	}
+	return Probe{ID: id, Title: title, OnFail: onFail, schema: schema, check: checkEqual(m), example: want}
+}
+
+// kindProbe drives a limit past its value under limits and passes when the
+// run ends with the limit's typed outcome, which is also its example.
+func kindProbe(id, title, onFail string, kind isolate.Kind, what string, limits func(*isolate.Limits), schema string) Probe {
+	return Probe{ID: id, Title: title, OnFail: onFail, limits: limits, schema: schema, check: kindCheck(kind, what), exampleKind: kind}
+}
+
+// withLimits sets the limits p runs under.
+func withLimits(p Probe, limits func(*isolate.Limits)) Probe {
+	p.limits = limits
+	return p
+}
+
 // normalise turns a decoded JSON number into an int64 for printing.
 func normalise(v any) any {
 	if n, ok := v.(json.Number); ok {
