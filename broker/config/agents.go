@@ -151,63 +151,16 @@ func (l *loader) boundedAgents(v any, b *BoundedAgents) {
 	if !ok {
 		return
 	}
-	if v, ok := m["enabled"]; ok {
-		e, isBool := v.(bool)
-		if !isBool {
-			l.fail(p+".enabled", "must be true or false")
-		}
-		b.Enabled = e
+	l.enabledRepos(p, m, l.agentRepo, &b.Enabled, &b.PrivateRepos)
+	if _, present := m["model"]; b.Enabled && !present {
+		l.fail(p+".model", "is required when enabled is true (a request can never choose the model)")
 	}
-	if v, ok := m["privateRepos"]; ok {
-		b.PrivateRepos = l.agentRepos(p+".privateRepos", v)
-	}
-	if b.Enabled {
-		l.reposRequired(p, m)
-		if _, present := m["model"]; !present {
-			l.fail(p+".model", "is required when enabled is true (a request can never choose the model)")
-		}
-	}
-	if v, ok := m["runtime"]; ok {
-		if s, ok := l.oneOf(p+".runtime", v, Runtimes()); ok {
-			b.Runtime = s
-		}
-	}
-	if v, ok := m["profile"]; ok {
-		if s, ok := l.oneOf(p+".profile", v, AgentProfiles()); ok {
-			b.Profile = s
-		}
-	}
-	if v, ok := m["model"]; ok {
-		if s, ok := l.str(p+".model", v); ok {
-			if !modelShape.MatchString(s) {
-				l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
-			}
-			b.Model = s
-		}
-	}
-	if v, ok := m["timeout"]; ok {
-		if n, ok := l.integer(p+".timeout", v, 1, MaxAgentTimeout); ok {
-			b.TimeoutSeconds = int(n)
-		}
-	}
-	size := func(key string, dst *string, bytes *int64) {
-		v, ok := m[key]
-		if !ok {
-			return
-		}
-		s, ok := l.str(p+"."+key, v)
-		if !ok {
-			return
-		}
-		n, err := ParseMemory(s)
-		if err != nil {
-			l.fail(p+"."+key, "%s", strings.Replace(err.Error(), "memoryLimit", key, 1))
-			return
-		}
-		*dst, *bytes = s, n
-	}
-	size("memoryLimit", &b.MemoryLimit, &b.MemoryBytes)
-	size("tmpfsLimit", &b.TmpfsLimit, &b.TmpfsBytes)
+	l.choice(p, m, "runtime", Runtimes(), &b.Runtime)
+	l.choice(p, m, "profile", AgentProfiles(), &b.Profile)
+	l.model(p, m, &b.Model)
+	readInt(l, p, m, "timeout", 1, MaxAgentTimeout, &b.TimeoutSeconds)
+	l.size(p, m, "memoryLimit", &b.MemoryLimit, &b.MemoryBytes)
+	l.size(p, m, "tmpfsLimit", &b.TmpfsLimit, &b.TmpfsBytes)
 	if v, ok := m["cpuLimit"]; ok {
 		if s, ok := l.str(p+".cpuLimit", v); ok {
 			if n, err := ParseCPU(s); err != nil {
@@ -217,57 +170,23 @@ func (l *loader) boundedAgents(v any, b *BoundedAgents) {
 			}
 		}
 	}
-	ints := []struct {
-		key    string
-		lo, hi int64
-		dst    *int
-	}{
-		{"pidsLimit", MinAgentPidsLimit, MaxAgentPidsLimit, &b.PidsLimit},
-		{"maxOutputBytes", 1, MaxAgentOutputBytes, &b.MaxOutputBytes},
-		{"maxTaskBytes", 1, MaxAgentTaskBytes, &b.MaxTaskBytes},
-		{"maxInvocations", 1, MaxAgentMaxInvocations, &b.MaxInvocations},
-		{"maxModelRequests", 1, MaxAgentModelRequests, &b.MaxModelRequests},
-		{"maxModelTokens", 1, MaxAgentModelTokens, &b.MaxModelTokens},
-		{"warmPool", 0, MaxWarmPool, &b.WarmPool},
-	}
-	for _, f := range ints {
-		if v, ok := m[f.key]; ok {
-			if n, ok := l.integer(p+"."+f.key, v, f.lo, f.hi); ok {
-				*f.dst = int(n)
-			}
-		}
-	}
+	readInt(l, p, m, "pidsLimit", MinAgentPidsLimit, MaxAgentPidsLimit, &b.PidsLimit)
+	readInt(l, p, m, "maxOutputBytes", 1, MaxAgentOutputBytes, &b.MaxOutputBytes)
+	readInt(l, p, m, "maxTaskBytes", 1, MaxAgentTaskBytes, &b.MaxTaskBytes)
+	readInt(l, p, m, "maxInvocations", 1, MaxAgentMaxInvocations, &b.MaxInvocations)
+	readInt(l, p, m, "maxModelRequests", 1, MaxAgentModelRequests, &b.MaxModelRequests)
+	readInt(l, p, m, "maxModelTokens", 1, MaxAgentModelTokens, &b.MaxModelTokens)
+	readInt(l, p, m, "warmPool", 0, MaxWarmPool, &b.WarmPool)
 }
 
-// agentRepos reads boundedAgents.privateRepos: objects only (the bare
-// string form is a deprecated spelling of queries that agents never had),
-// slugs unique case-insensitively.
-func (l *loader) agentRepos(p string, v any) []Repo {
-	a, ok := v.([]any)
+// agentRepo reads one entry of boundedAgents.privateRepos: an object only
+// (the bare string form is a deprecated spelling of queries that agents
+// never had).
+func (l *loader) agentRepo(ip string, e any) (Repo, bool) {
+	obj, ok := e.(map[string]any)
 	if !ok {
-		l.fail(p, "must be an array")
-		return nil
+		l.fail(ip, "must be an object {\"repo\", \"sensitivity\"}")
+		return Repo{}, false
 	}
-	out := make([]Repo, 0, len(a))
-	seen := map[string]int{}
-	for i, e := range a {
-		ip := fmt.Sprintf("%s[%d]", p, i)
-		obj, ok := e.(map[string]any)
-		if !ok {
-			l.fail(ip, "must be an object {\"repo\", \"sensitivity\"}")
-			continue
-		}
-		r, ok := l.repo(ip, obj)
-		if !ok {
-			continue
-		}
-		key := strings.ToLower(r.Repo)
-		if j, dup := seen[key]; dup {
-			l.fail(ip, "%q duplicates %s[%d] (slugs are compared case-insensitively)", r.Repo, p, j)
-			continue
-		}
-		seen[key] = i
-		out = append(out, r)
-	}
-	return out
+	return l.repo(ip, obj)
 }

@@ -41,14 +41,129 @@ func (l *loader) object(path string, v any, allowed ...string) (map[string]any, 
 	return m, true
 }
 
-// reposRequired fails an enabled block whose privateRepos is missing or
-// empty; every job kind's block shares the rule and its wording.
-func (l *loader) reposRequired(p string, m map[string]any) {
+// The field readers below read the key of a block's object m at the path
+// p.key when the key is present, and store what they read through dst. Each
+// owns one rule and its wording for every block that has such a field.
+
+// flag reads a boolean; any other value fails and reads as false.
+func (l *loader) flag(p string, m map[string]any, key string, dst *bool) {
+	v, ok := m[key]
+	if !ok {
+		return
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		l.fail(p+"."+key, "must be true or false")
+	}
+	*dst = b
+}
+
+// text reads a string and returns it, so that the caller can check its
+// shape; a value that is not a string fails and is not stored.
+func (l *loader) text(p string, m map[string]any, key string, dst *string) (string, bool) {
+	v, ok := m[key]
+	if !ok {
+		return "", false
+	}
+	s, ok := l.str(p+"."+key, v)
+	if ok {
+		*dst = s
+	}
+	return s, ok
+}
+
+// choice reads a string that must be one of choices.
+func (l *loader) choice(p string, m map[string]any, key string, choices []string, dst *string) {
+	if v, ok := m[key]; ok {
+		if s, ok := l.oneOf(p+"."+key, v, choices); ok {
+			*dst = s
+		}
+	}
+}
+
+// readInt reads an integer in [lo, hi], stored only when it is in range. It
+// is a function, not a method, to be generic over the int and int64 fields.
+func readInt[T int | int64](l *loader, p string, m map[string]any, key string, lo, hi int64, dst *T) {
+	if v, ok := m[key]; ok {
+		if n, ok := l.integer(p+"."+key, v, lo, hi); ok {
+			*dst = T(n)
+		}
+	}
+}
+
+// size reads a size in memoryLimit's form (ParseMemory) into dst and its
+// bytes into n, stored only when it is valid; the message names key.
+func (l *loader) size(p string, m map[string]any, key string, dst *string, n *int64) {
+	v, ok := m[key]
+	if !ok {
+		return
+	}
+	s, ok := l.str(p+"."+key, v)
+	if !ok {
+		return
+	}
+	b, err := ParseMemory(s)
+	if err != nil {
+		l.fail(p+"."+key, "%s", strings.Replace(err.Error(), "memoryLimit", key, 1))
+		return
+	}
+	*dst, *n = s, b
+}
+
+// model reads a model name: boundedAgents.model, apiProxy.targets.*.model.
+func (l *loader) model(p string, m map[string]any, dst *string) {
+	if s, ok := l.text(p, m, "model", dst); ok && !modelShape.MatchString(s) {
+		l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
+	}
+}
+
+// notEnvName is the failure of a variable name outside envName.
+const notEnvName = "%q is not an upper-case variable name (A-Z, 0-9, _; at most 128)"
+
+// enabledRepos reads what every job kind's block starts with: enabled, and
+// privateRepos, each entry read by entry (the kind's own forms). An enabled
+// block fails when its privateRepos is missing or empty; every kind shares
+// the rule and its wording.
+func (l *loader) enabledRepos(p string, m map[string]any, entry repoEntry, enabled *bool, repos *[]Repo) {
+	l.flag(p, m, "enabled", enabled)
+	if v, ok := m["privateRepos"]; ok {
+		*repos = l.repoList(p+".privateRepos", v, entry)
+	}
+	if !*enabled {
+		return
+	}
 	if a, present := m["privateRepos"]; !present {
 		l.fail(p+".privateRepos", "is required when enabled is true")
 	} else if arr, ok := a.([]any); ok && len(arr) == 0 {
 		l.fail(p+".privateRepos", "must not be empty when enabled is true")
 	}
+}
+
+// scriptJob points at the fields of a block whose jobs run one Python
+// script in a sandbox (boundedQueries, sealedProbes), in the order
+// l.scriptJob reads them.
+type scriptJob struct {
+	enabled        *bool
+	repos          *[]Repo
+	runtime        *string
+	timeout        *int
+	memory         *string
+	memoryBytes    *int64
+	maxInvocations *int
+}
+
+// scriptJob reads the fields the two script blocks share, under the same
+// rules and in the same order, so that their errors read alike.
+func (l *loader) scriptJob(p string, m map[string]any, entry repoEntry, j scriptJob) {
+	l.enabledRepos(p, m, entry, j.enabled, j.repos)
+	l.choice(p, m, "runtime", Runtimes(), j.runtime)
+	readInt(l, p, m, "timeout", 1, MaxTimeout, j.timeout)
+	l.size(p, m, "memoryLimit", j.memory, j.memoryBytes)
+	var interpreter string
+	if s, ok := l.text(p, m, "interpreter", &interpreter); ok && s != DefaultInterpreter {
+		l.fail(p+".interpreter", "%q is not supported (only python3)", s)
+	}
+	readInt(l, p, m, "maxInvocations", 1, MaxMaxInvocations, j.maxInvocations)
 }
 
 // oneOf reads the string at path and fails it unless it is one of choices.
@@ -87,10 +202,12 @@ func (l *loader) integer(path string, v any, lo, hi int64) (int64, bool) {
 }
 
 func (l *loader) config(tree any) *Config {
+	mem, _ := ParseMemory(DefaultMemoryLimit)
 	c := &Config{BoundedQueries: BoundedQueries{
 		Runtime:        DefaultRuntime,
 		TimeoutSeconds: DefaultTimeout,
 		MemoryLimit:    DefaultMemoryLimit,
+		MemoryBytes:    mem,
 		Interpreter:    DefaultInterpreter,
 		MaxInvocations: DefaultMaxInvocations,
 		WarmPool:       DefaultWarmPool,
@@ -120,10 +237,6 @@ func (l *loader) config(tree any) *Config {
 	if v, ok := top["sealedProbes"]; ok {
 		l.sealedProbes(v, &c.SealedProbes)
 	}
-	mem, err := ParseMemory(c.BoundedQueries.MemoryLimit)
-	if err == nil {
-		c.BoundedQueries.MemoryBytes = mem
-	}
 	return c
 }
 
@@ -134,71 +247,17 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 	if !ok {
 		return
 	}
-	if v, ok := m["enabled"]; ok {
-		e, isBool := v.(bool)
-		if !isBool {
-			l.fail(p+".enabled", "must be true or false")
-		}
-		b.Enabled = e
-	}
-	if v, ok := m["privateRepos"]; ok {
-		b.PrivateRepos = l.repos(p+".privateRepos", v, warnings)
-	}
-	if b.Enabled && len(b.PrivateRepos) == 0 {
-		l.reposRequired(p, m)
-	}
-	if v, ok := m["runtime"]; ok {
-		if s, ok := l.oneOf(p+".runtime", v, Runtimes()); ok {
-			b.Runtime = s
-		}
-	}
-	if v, ok := m["timeout"]; ok {
-		if n, ok := l.integer(p+".timeout", v, 1, MaxTimeout); ok {
-			b.TimeoutSeconds = int(n)
-		}
-	}
-	if v, ok := m["memoryLimit"]; ok {
-		if s, ok := l.str(p+".memoryLimit", v); ok {
-			if _, err := ParseMemory(s); err != nil {
-				l.fail(p+".memoryLimit", "%v", err)
-			} else {
-				b.MemoryLimit = s
-			}
-		}
-	}
-	if v, ok := m["interpreter"]; ok {
-		if s, ok := l.str(p+".interpreter", v); ok && s != "python3" {
-			l.fail(p+".interpreter", "%q is not supported (only python3)", s)
-		}
-	}
-	if v, ok := m["maxInvocations"]; ok {
-		if n, ok := l.integer(p+".maxInvocations", v, 1, MaxMaxInvocations); ok {
-			b.MaxInvocations = int(n)
-		}
-	}
-	if v, ok := m["warmPool"]; ok {
-		if n, ok := l.integer(p+".warmPool", v, 0, MaxWarmPool); ok {
-			b.WarmPool = int(n)
-		}
-	}
+	entry := func(ip string, e any) (Repo, bool) { return l.queryRepo(ip, e, warnings) }
+	l.scriptJob(p, m, entry, scriptJob{&b.Enabled, &b.PrivateRepos, &b.Runtime, &b.TimeoutSeconds, &b.MemoryLimit, &b.MemoryBytes, &b.MaxInvocations})
+	readInt(l, p, m, "warmPool", 0, MaxWarmPool, &b.WarmPool)
 	if v, ok := m["rootfs"]; ok {
 		b.RootFS = l.rootfs(p+".rootfs", v)
 	}
-	if v, ok := m["dockerSocket"]; ok {
-		if s, ok := l.str(p+".dockerSocket", v); ok {
-			if !absPath.MatchString(s) {
-				l.fail(p+".dockerSocket", "must be an absolute path to a Unix socket")
-			}
-			b.DockerSocket = s
-		}
+	if s, ok := l.text(p, m, "dockerSocket", &b.DockerSocket); ok && !absPath.MatchString(s) {
+		l.fail(p+".dockerSocket", "must be an absolute path to a Unix socket")
 	}
-	if v, ok := m["runscPath"]; ok {
-		if s, ok := l.str(p+".runscPath", v); ok {
-			if !absPath.MatchString(s) {
-				l.fail(p+".runscPath", "must be an absolute path")
-			}
-			b.RunscPath = s
-		}
+	if s, ok := l.text(p, m, "runscPath", &b.RunscPath); ok && !absPath.MatchString(s) {
+		l.fail(p+".runscPath", "must be an absolute path")
 	}
 }
 
@@ -208,26 +267,24 @@ func (l *loader) rootfs(p string, v any) *RootFS {
 		return nil
 	}
 	r := &RootFS{}
-	if v, ok := m["path"]; !ok {
-		l.fail(p+".path", "is required")
-	} else if s, ok := l.str(p+".path", v); ok {
-		if !absPath.MatchString(s) {
-			l.fail(p+".path", "must be an absolute path")
-		}
-		r.Path = s
+	l.required(p, m, "path")
+	if s, ok := l.text(p, m, "path", &r.Path); ok && !absPath.MatchString(s) {
+		l.fail(p+".path", "must be an absolute path")
 	}
-	if v, ok := m["digest"]; !ok {
-		l.fail(p+".digest", "is required")
-	} else if s, ok := l.str(p+".digest", v); ok {
-		if !digestShape.MatchString(s) {
-			l.fail(p+".digest", "must be sha256: followed by 64 lower-case hex digits")
-		}
-		r.Digest = s
+	l.required(p, m, "digest")
+	if s, ok := l.text(p, m, "digest", &r.Digest); ok && !digestShape.MatchString(s) {
+		l.fail(p+".digest", "must be sha256: followed by 64 lower-case hex digits")
 	}
 	return r
 }
 
-func (l *loader) repos(p string, v any, warnings *[]string) []Repo {
+// repoEntry reads one entry of a privateRepos list at path ip; false drops
+// it (its failure is recorded).
+type repoEntry func(ip string, e any) (Repo, bool)
+
+// repoList reads a privateRepos list: an array whose entries entry reads,
+// slugs unique case-insensitively.
+func (l *loader) repoList(p string, v any, entry repoEntry) []Repo {
 	a, ok := v.([]any)
 	if !ok {
 		l.fail(p, "must be an array")
@@ -237,23 +294,8 @@ func (l *loader) repos(p string, v any, warnings *[]string) []Repo {
 	seen := map[string]int{}
 	for i, e := range a {
 		ip := fmt.Sprintf("%s[%d]", p, i)
-		var r Repo
-		switch t := e.(type) {
-		case string:
-			if !ValidSlug(t) {
-				l.fail(ip, "%q is not a bare owner/repo slug", t)
-				continue
-			}
-			r = Repo{Repo: t, Sensitivity: "internal", Legacy: true}
-			*warnings = append(*warnings, fmt.Sprintf("%s: bare string %q is deprecated; it means {\"repo\": %q, \"sensitivity\": \"internal\"}", ip, t, t))
-		case map[string]any:
-			var ok bool
-			r, ok = l.repo(ip, t)
-			if !ok {
-				continue
-			}
-		default:
-			l.fail(ip, "must be an object {\"repo\", \"sensitivity\"} or a bare owner/repo string")
+		r, ok := entry(ip, e)
+		if !ok {
 			continue
 		}
 		key := strings.ToLower(r.Repo)
@@ -267,38 +309,50 @@ func (l *loader) repos(p string, v any, warnings *[]string) []Repo {
 	return out
 }
 
+// queryRepo reads one entry of boundedQueries.privateRepos: an object
+// {repo, sensitivity, source, ref}, or a deprecated bare owner/repo string,
+// which means sensitivity internal and adds a warning.
+func (l *loader) queryRepo(ip string, e any, warnings *[]string) (Repo, bool) {
+	switch t := e.(type) {
+	case string:
+		if !ValidSlug(t) {
+			l.fail(ip, "%q is not a bare owner/repo slug", t)
+			return Repo{}, false
+		}
+		*warnings = append(*warnings, fmt.Sprintf("%s: bare string %q is deprecated; it means {\"repo\": %q, \"sensitivity\": \"internal\"}", ip, t, t))
+		return Repo{Repo: t, Sensitivity: "internal", Legacy: true}, true
+	case map[string]any:
+		return l.repo(ip, t)
+	default:
+		l.fail(ip, "must be an object {\"repo\", \"sensitivity\"} or a bare owner/repo string")
+		return Repo{}, false
+	}
+}
+
+// required fails a key that m lacks.
+func (l *loader) required(p string, m map[string]any, key string) {
+	if _, ok := m[key]; !ok {
+		l.fail(p+"."+key, "is required")
+	}
+}
+
 func (l *loader) repo(p string, m map[string]any) (Repo, bool) {
 	n := len(l.errs)
 	m, _ = l.object(p, m, "repo", "sensitivity", "source", "ref")
 	var r Repo
-	if v, ok := m["repo"]; !ok {
-		l.fail(p+".repo", "is required")
-	} else if s, ok := l.str(p+".repo", v); ok {
-		if !ValidSlug(s) {
-			l.fail(p+".repo", "%q is not a bare owner/repo slug", s)
-		}
-		r.Repo = s
+	l.required(p, m, "repo")
+	if s, ok := l.text(p, m, "repo", &r.Repo); ok && !ValidSlug(s) {
+		l.fail(p+".repo", "%q is not a bare owner/repo slug", s)
 	}
-	if v, ok := m["sensitivity"]; !ok {
+	if _, ok := m["sensitivity"]; !ok {
 		l.fail(p+".sensitivity", "is required (one of %s)", strings.Join(proto.Sensitivities(), ", "))
-	} else if s, ok := l.oneOf(p+".sensitivity", v, proto.Sensitivities()); ok {
-		r.Sensitivity = s
 	}
-	if v, ok := m["source"]; ok {
-		if s, ok := l.str(p+".source", v); ok {
-			if !sourceShape.MatchString(s) {
-				l.fail(p+".source", "must be an https:// URL or an absolute local path")
-			}
-			r.Source = s
-		}
+	l.choice(p, m, "sensitivity", proto.Sensitivities(), &r.Sensitivity)
+	if s, ok := l.text(p, m, "source", &r.Source); ok && !sourceShape.MatchString(s) {
+		l.fail(p+".source", "must be an https:// URL or an absolute local path")
 	}
-	if v, ok := m["ref"]; ok {
-		if s, ok := l.str(p+".ref", v); ok {
-			if !refShape.MatchString(s) || !refDots.MatchString(s) {
-				l.fail(p+".ref", "%q is not a branch, tag or commit name", s)
-			}
-			r.Ref = s
-		}
+	if s, ok := l.text(p, m, "ref", &r.Ref); ok && (!refShape.MatchString(s) || !refDots.MatchString(s)) {
+		l.fail(p+".ref", "%q is not a branch, tag or commit name", s)
 	}
 	return r, len(l.errs) == n
 }
@@ -326,20 +380,10 @@ func (l *loader) agent(v any, a *Agent, warnings *[]string) {
 	if e, ok := m["env"]; ok {
 		a.EnvAllow = l.agentEnv("agent.env", e)
 	}
-	if n, ok := m["network"]; ok {
-		if s, ok := l.oneOf("agent.network", n, AgentNetworks()); ok {
-			a.Network = s
-		}
-	}
-	if b, ok := m["allowPersistedCredentials"]; ok {
-		t, isBool := b.(bool)
-		if !isBool {
-			l.fail("agent.allowPersistedCredentials", "must be true or false")
-		}
-		a.AllowPersistedCredentials = t
-		if t {
-			*warnings = append(*warnings, "agent.allowPersistedCredentials is true: a git credential persisted in the agent's working tree (an actions/checkout token in .git/config) stays readable by the agent, which can then clone private repositories around every bound")
-		}
+	l.choice("agent", m, "network", AgentNetworks(), &a.Network)
+	l.flag("agent", m, "allowPersistedCredentials", &a.AllowPersistedCredentials)
+	if a.AllowPersistedCredentials {
+		*warnings = append(*warnings, "agent.allowPersistedCredentials is true: a git credential persisted in the agent's working tree (an actions/checkout token in .git/config) stays readable by the agent, which can then clone private repositories around every bound")
 	}
 }
 
@@ -367,7 +411,7 @@ func (l *loader) agentEnv(p string, v any) []string {
 		}
 		switch {
 		case !envName.MatchString(s):
-			l.fail(ip, "%q is not an upper-case variable name (A-Z, 0-9, _; at most 128)", s)
+			l.fail(ip, notEnvName, s)
 		case proto.IsGitHubCredentialVariable(s):
 			l.fail(ip, "%q is a GitHub credential: it never reaches the agent when bounded queries are enabled (it could clone the private repositories directly), so it cannot be allowed", s)
 		case proto.NeverAllowed(s):
@@ -405,31 +449,11 @@ func (l *loader) apiProxy(v any) *APIProxy {
 			}
 		}
 	}
-	if v, ok := m["maxModelRequests"]; ok {
-		if n, ok := l.integer(p+".maxModelRequests", v, 1, MaxAPIMaxModelRequests); ok {
-			a.MaxModelRequests = int(n)
-		}
-	}
-	if v, ok := m["maxModelTokens"]; ok {
-		if n, ok := l.integer(p+".maxModelTokens", v, 1, MaxAPIMaxModelTokens); ok {
-			a.MaxModelTokens = int(n)
-		}
-	}
-	if v, ok := m["maxRequestBytes"]; ok {
-		if n, ok := l.integer(p+".maxRequestBytes", v, MinAPIBodyBytes, MaxAPIBodyBytes); ok {
-			a.MaxRequestBytes = n
-		}
-	}
-	if v, ok := m["maxResponseBytes"]; ok {
-		if n, ok := l.integer(p+".maxResponseBytes", v, MinAPIBodyBytes, MaxAPIBodyBytes); ok {
-			a.MaxResponseBytes = n
-		}
-	}
-	if v, ok := m["timeout"]; ok {
-		if n, ok := l.integer(p+".timeout", v, 1, MaxTimeout); ok {
-			a.TimeoutSeconds = int(n)
-		}
-	}
+	readInt(l, p, m, "maxModelRequests", 1, MaxAPIMaxModelRequests, &a.MaxModelRequests)
+	readInt(l, p, m, "maxModelTokens", 1, MaxAPIMaxModelTokens, &a.MaxModelTokens)
+	readInt(l, p, m, "maxRequestBytes", MinAPIBodyBytes, MaxAPIBodyBytes, &a.MaxRequestBytes)
+	readInt(l, p, m, "maxResponseBytes", MinAPIBodyBytes, MaxAPIBodyBytes, &a.MaxResponseBytes)
+	readInt(l, p, m, "timeout", 1, MaxTimeout, &a.TimeoutSeconds)
 	return a
 }
 
@@ -439,29 +463,12 @@ func (l *loader) apiTarget(p, protocol string, v any) APITarget {
 	if !ok {
 		return t
 	}
-	if v, ok := m["baseUrl"]; ok {
-		if s, ok := l.str(p+".baseUrl", v); ok {
-			if !baseURLShape.MatchString(s) {
-				l.fail(p+".baseUrl", "%q: want https://HOST[:PORT][/PREFIX], or http:// to 127.0.0.1 or [::1] only; no user, query or fragment", s)
-			}
-			t.BaseURL = s
-		}
+	if s, ok := l.text(p, m, "baseUrl", &t.BaseURL); ok && !baseURLShape.MatchString(s) {
+		l.fail(p+".baseUrl", "%q: want https://HOST[:PORT][/PREFIX], or http:// to 127.0.0.1 or [::1] only; no user, query or fragment", s)
 	}
-	if v, ok := m["apiKeyEnv"]; ok {
-		if s, ok := l.str(p+".apiKeyEnv", v); ok {
-			if !envName.MatchString(s) {
-				l.fail(p+".apiKeyEnv", "%q is not an upper-case variable name (A-Z, 0-9, _; at most 128)", s)
-			}
-			t.APIKeyEnv = s
-		}
+	if s, ok := l.text(p, m, "apiKeyEnv", &t.APIKeyEnv); ok && !envName.MatchString(s) {
+		l.fail(p+".apiKeyEnv", notEnvName, s)
 	}
-	if v, ok := m["model"]; ok {
-		if s, ok := l.str(p+".model", v); ok {
-			if !modelShape.MatchString(s) {
-				l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
-			}
-			t.Model = s
-		}
-	}
+	l.model(p, m, &t.Model)
 	return t
 }
