@@ -38,14 +38,13 @@ func RuntimeChecks() []string {
 }
 
 // filterProbe is the job whose live process verify reads the filter from.
-var filterProbe = Probe{
-	ID: "filter/loaded", Group: "filter",
-	Title:   "Reads the seccomp filter of a live sandboxed process with PTRACE_SECCOMP_GET_FILTER, decodes it and compares it with the golden table of the policy in use.",
-	OnFail:  "The filter the kernel enforces is not the reviewed policy.",
-	schema:  sObj("alive", sBool),
-	check:   checkEqual(map[string]any{"alive": true}),
-	example: `{"alive":true}`,
-}
+var filterProbe = func() Probe {
+	p := wantProbe("filter/loaded",
+		"Reads the seccomp filter of a live sandboxed process with PTRACE_SECCOMP_GET_FILTER, decodes it and compares it with the golden table of the policy in use.",
+		"The filter the kernel enforces is not the reviewed policy.", sObj("alive", sBool), `{"alive":true}`)
+	p.Group = "filter"
+	return p
+}()
 
 // battery runs the probes in one runtime.
 type battery struct {

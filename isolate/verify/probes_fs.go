@@ -21,22 +21,18 @@ func filesystemProbes() []Probe {
 			body += fmt.Sprintf("def f%d():\n    fd = os.open(%q, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n    os.close(fd)\nres[%q] = attempt(%q, f%d)\n", i, p, f, f, i)
 		}
 		body += "answer(res)\n"
-		return Probe{
-			ID: id, Group: "filesystem", Title: title,
-			OnFail:  "The script can change the shared root filesystem, which every later sandbox runs on.",
-			body:    body,
-			schema:  errnoFields(fields...),
-			check:   checkPaths(paths, checkAllBlocked(fields...)),
-			example: errnoExample(fields, "EROFS"),
-		}
+		p := blockedProbe(id, title, "The script can change the shared root filesystem, which every later sandbox runs on.",
+			errnoExample(fields, "EROFS"), fields...)
+		p.body, p.check = body, checkPaths(paths, p.check)
+		return p
 	}
-	return []Probe{
+	return inGroup("filesystem", []Probe{
 		writeProbe("fs/write-root", "Creates a file in /.", "/awf-verify-probe"),
 		writeProbe("fs/write-etc", "Creates /etc/awf-verify-probe and opens /etc/passwd for writing.", "/etc/awf-verify-probe", "/etc/passwd"),
 		writeProbe("fs/write-usr", "Creates a file in /usr/bin and opens the interpreter for writing.", "/usr/bin/awf-verify-probe", "/usr/bin/python3"),
 		writeProbe("fs/write-script", "Opens the query script for writing.", "/awf/query-script.py"),
 		{
-			ID: "fs/host-paths", Group: "filesystem",
+			ID:     "fs/host-paths",
 			Title:  "Looks for host-only paths: files that exist on the host but not in the root filesystem, and verify's own work directory.",
 			OnFail: "Host files are visible in the sandbox.",
 			schema: sObj("visible", sInt(0, 64), "first", sInt(-1, 63)),
@@ -53,32 +49,17 @@ func filesystemProbes() []Probe {
 			},
 			example: `{"visible":0,"first":-1}`,
 		},
+		blockedProbe("fs/proc-kcore", "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
+			"Kernel memory or logs are readable from the sandbox.",
+			`{"kcore":"EACCES","kmsg":"EACCES","timer_list":"EACCES"}`, "kcore", "kmsg", "timer_list"),
+		blockedProbe("fs/proc-sys-write", "Opens /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and /proc/sysrq-trigger for writing.",
+			"The sandbox can change kernel settings or trigger sysrq actions.",
+			`{"hostname":"EROFS","drop_caches":"EROFS","sysrq":"EROFS"}`, "hostname", "drop_caches", "sysrq"),
+		blockedProbe("fs/sys", "Writes under /sys, creates a cgroup under /sys/fs/cgroup, and lists /sys/firmware.",
+			"The sandbox can change host settings through sysfs or cgroupfs, or read firmware tables.",
+			`{"thp":"EROFS","cgroup":"ENOENT","firmware":"ENOENT"}`, "thp", "cgroup", "firmware"),
 		{
-			ID: "fs/proc-kcore", Group: "filesystem",
-			Title:   "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
-			OnFail:  "Kernel memory or logs are readable from the sandbox.",
-			schema:  errnoFields("kcore", "kmsg", "timer_list"),
-			check:   checkAllBlocked("kcore", "kmsg", "timer_list"),
-			example: `{"kcore":"EACCES","kmsg":"EACCES","timer_list":"EACCES"}`,
-		},
-		{
-			ID: "fs/proc-sys-write", Group: "filesystem",
-			Title:   "Opens /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and /proc/sysrq-trigger for writing.",
-			OnFail:  "The sandbox can change kernel settings or trigger sysrq actions.",
-			schema:  errnoFields("hostname", "drop_caches", "sysrq"),
-			check:   checkAllBlocked("hostname", "drop_caches", "sysrq"),
-			example: `{"hostname":"EROFS","drop_caches":"EROFS","sysrq":"EROFS"}`,
-		},
-		{
-			ID: "fs/sys", Group: "filesystem",
-			Title:   "Writes under /sys, creates a cgroup under /sys/fs/cgroup, and lists /sys/firmware.",
-			OnFail:  "The sandbox can change host settings through sysfs or cgroupfs, or read firmware tables.",
-			schema:  errnoFields("thp", "cgroup", "firmware"),
-			check:   checkAllBlocked("thp", "cgroup", "firmware"),
-			example: `{"thp":"EROFS","cgroup":"ENOENT","firmware":"ENOENT"}`,
-		},
-		{
-			ID: "fs/writable-mounts", Group: "filesystem",
+			ID:     "fs/writable-mounts",
 			Title:  "Tries to create a file in every directory and mount point outside /query, /tmp, /dev/shm, /proc and /sys.",
 			OnFail: "A directory outside the writable areas accepts new files.",
 			schema: sObj("checked", sInt(0, 4096), "writable", sInt(0, 64), "first", sEnum("none", "/", "/etc", "/usr", "/lib", "/lib64", "/dev", "/awf", "/var", "/run", "/home", "/root", "other")),
@@ -91,7 +72,7 @@ func filesystemProbes() []Probe {
 			example: `{"checked":120,"writable":0,"first":"none"}`,
 		},
 		{
-			ID: "fs/mountinfo", Group: "filesystem",
+			ID:     "fs/mountinfo",
 			Title:  "Reads /proc/self/mountinfo and looks for other seeds, the sibling directory and host paths in it.",
 			OnFail: "The mount table reveals other repositories or host layout to the script.",
 			schema: sObj("mounts", sInt(0, 64), "other_seed", sBool, "sibling", sBool, "host_paths", sInt(0, 64)),
@@ -107,7 +88,7 @@ func filesystemProbes() []Probe {
 			example: `{"mounts":14,"other_seed":false,"sibling":false,"host_paths":0}`,
 		},
 		{
-			ID: "fs/seed-parent", Group: "filesystem",
+			ID:     "fs/seed-parent",
 			Title:  "Climbs out of /query/repo (.., ../.., absolute guesses) and searches the whole tree for a file that sits beside the seed on the host.",
 			OnFail: "The seed's host directory, or its neighbours, are reachable.",
 			schema: sObj("found", sBool, "walked", sInt(0, 100000), "parent_is_query", sBool),
@@ -122,24 +103,12 @@ func filesystemProbes() []Probe {
 			},
 			example: `{"found":false,"walked":1500,"parent_is_query":true}`,
 		},
+		wantProbe("fs/other-seeds", "Searches the whole tree for a file of another staged seed.",
+			"The sandbox sees a repository other than the one it was given.", sObj("found", sBool), `{"found":false}`),
+		wantProbe("fs/earlier-invocations", "Looks for the files ctl/plant left in /query, /query/repo, /tmp and /dev/shm in an earlier sandbox.",
+			"State survives between invocations: one query can pass data to the next.", sObj("found", sBool), `{"found":false}`),
 		{
-			ID: "fs/other-seeds", Group: "filesystem",
-			Title:   "Searches the whole tree for a file of another staged seed.",
-			OnFail:  "The sandbox sees a repository other than the one it was given.",
-			schema:  sObj("found", sBool),
-			check:   checkEqual(map[string]any{"found": false}),
-			example: `{"found":false}`,
-		},
-		{
-			ID: "fs/earlier-invocations", Group: "filesystem",
-			Title:   "Looks for the files ctl/plant left in /query, /query/repo, /tmp and /dev/shm in an earlier sandbox.",
-			OnFail:  "State survives between invocations: one query can pass data to the next.",
-			schema:  sObj("found", sBool),
-			check:   checkEqual(map[string]any{"found": false}),
-			example: `{"found":false}`,
-		},
-		{
-			ID: "fs/dev", Group: "filesystem",
+			ID:     "fs/dev",
 			Title:  "Looks for device nodes beyond null, zero, full, random, urandom and tty, and opens /dev/mem.",
 			OnFail: "Raw devices are reachable from the sandbox.",
 			schema: sObj("extra_nodes", sInt(0, 64), "named", sInt(0, 1<<len(devNames)-1), "mem", sErrno),
@@ -170,14 +139,14 @@ func filesystemProbes() []Probe {
 		hostCounterProbe(),
 		procInodeProbe(),
 		{
-			ID: "fs/tmp-noexec", Group: "filesystem",
+			ID:      "fs/tmp-noexec",
 			Title:   "Copies the interpreter into /tmp and tries to execute the copy.",
 			OnFail:  "Scripts can drop and run their own binaries from /tmp.",
 			schema:  errnoFields("copy", "chmod", "exec"),
 			check:   checkAllBlocked("exec"),
 			example: `{"copy":"ok","chmod":"ok","exec":"EACCES"}`,
 		},
-	}
+	})
 }
 
 // checkPaths wraps a check so that its evidence names the paths tried.
@@ -246,7 +215,7 @@ func hostCounterProbe() Probe {
 	}
 	ex, _ := json.Marshal(example)
 	return Probe{
-		ID: "fs/host-counters", Group: "filesystem",
+		ID:     "fs/host-counters",
 		Title:  "Reads every host-wide counter and kernel information file that the sandboxes mask (isolate/hostview: /proc/stat, meminfo, vmstat, diskstats, /proc/sys, /sys, kcore, kallsyms, ...): none may be readable with content.",
 		OnFail: "A script can read host-wide kernel counters that another sandbox moves: one query can signal to the next, or to the agent.",
 		body: "PATHS = " + lit + "\nBITS = " + fmt.Sprint(maskBits) + `
@@ -298,7 +267,7 @@ const inoSlack = 1 << 16
 // is the host's counter, which one sandbox moves and the next reads.
 func procInodeProbe() Probe {
 	return Probe{
-		ID: "fs/proc-inode-counter", Group: "filesystem",
+		ID:     "fs/proc-inode-counter",
 		Title:  "Stats /proc/self and fresh /proc/self/fd entries and compares their inode numbers with the host's inode counter (get_next_ino) around the run.",
 		OnFail: "Scripts can read the host-wide inode counter through /proc, and move it with lookups: one query can signal to the next.",
 		schema: sObj("proc", sErrno, "batch", sInt(-1, 1<<32), "ino", sInt(-1, 1<<32)),

@@ -10,18 +10,20 @@ import (
 // network namespace.
 func networkProbes() []Probe {
 	socketFamily := func(id, title, call string) Probe {
-		return Probe{
-			ID: id, Group: "network", Title: title,
-			OnFail:  "The sandbox can open this socket family: kernel attack surface, and a channel if the family reaches outside.",
-			body:    "import socket\ndef f():\n    s = " + call + "\n    s.close()\nanswer({\"socket\": attempt(\"socket\", f)})\n",
-			schema:  errnoFields("socket"),
-			check:   checkAllBlocked("socket"),
-			example: `{"socket":"EPERM"}`,
-		}
+		p := blockedProbe(id, title, "The sandbox can open this socket family: kernel attack surface, and a channel if the family reaches outside.",
+			`{"socket":"EPERM"}`, "socket")
+		p.body = "import socket\ndef f():\n    s = " + call + "\n    s.close()\nanswer({\"socket\": attempt(\"socket\", f)})\n"
+		return p
 	}
-	return []Probe{
+	// hostConnect is a TCP connect to one of verify's listeners on the
+	// host's loopback, judged by what the listener saw.
+	hostConnect := func(id, title, onFail, listener string) Probe {
+		return Probe{ID: id, Title: title, OnFail: onFail, schema: errnoFields("socket", "connect"),
+			check: checkListener(listener, "socket", "connect"), example: `{"socket":"EPERM","connect":"other"}`}
+	}
+	return inGroup("network", []Probe{
 		{
-			ID: "net/interfaces", Group: "network",
+			ID:     "net/interfaces",
 			Title:  "Lists the network interfaces in /proc/net/dev (from the host where the sandbox has no /proc): only lo may exist.",
 			OnFail: "The sandbox shares a network namespace with the host or another container.",
 			schema: sObj("state", sEnum("lo-only", "none", "other", "unreadable"), "count", sInt(0, 64)),
@@ -40,7 +42,7 @@ func networkProbes() []Probe {
 			example: `{"state":"lo-only","count":1}`,
 		},
 		{
-			ID: "net/routes", Group: "network",
+			ID:     "net/routes",
 			Title:  "Counts the usable routes in /proc/net/route and /proc/net/ipv6_route (from the host where the sandbox has no /proc): none may leave through a device other than lo.",
 			OnFail: "The sandbox has a route out: it shares or was given a network.",
 			schema: sObj("v4", sInt(-1, 64), "v6", sInt(-1, 64)),
@@ -62,24 +64,12 @@ func networkProbes() []Probe {
 			},
 			example: `{"v4":0,"v6":0}`,
 		},
+		hostConnect("net/tcp-host", "Opens an AF_INET socket and connects to a listener verify runs on the host's 127.0.0.1.",
+			"The sandbox reached a host service over TCP: no network isolation.", "tcp4"),
+		hostConnect("net/tcp6-host", "Opens an AF_INET6 socket and connects to the host's [::1] (to verify's listener when the host has IPv6 loopback).",
+			"The sandbox reached a host service over IPv6: no network isolation.", "tcp6"),
 		{
-			ID: "net/tcp-host", Group: "network",
-			Title:   "Opens an AF_INET socket and connects to a listener verify runs on the host's 127.0.0.1.",
-			OnFail:  "The sandbox reached a host service over TCP: no network isolation.",
-			schema:  errnoFields("socket", "connect"),
-			check:   checkListener("tcp4", "socket", "connect"),
-			example: `{"socket":"EPERM","connect":"other"}`,
-		},
-		{
-			ID: "net/tcp6-host", Group: "network",
-			Title:   "Opens an AF_INET6 socket and connects to the host's [::1] (to verify's listener when the host has IPv6 loopback).",
-			OnFail:  "The sandbox reached a host service over IPv6: no network isolation.",
-			schema:  errnoFields("socket", "connect"),
-			check:   checkListener("tcp6", "socket", "connect"),
-			example: `{"socket":"EPERM","connect":"other"}`,
-		},
-		{
-			ID: "net/udp-host", Group: "network",
+			ID:     "net/udp-host",
 			Title:  "Sends a UDP datagram to a responder verify runs on the host's 127.0.0.1 and waits for the reply.",
 			OnFail: "The sandbox exchanged datagrams with the host: no network isolation.",
 			schema: sObj("socket", sErrno, "send", sErrno, "reply", sBool),
@@ -92,7 +82,7 @@ func networkProbes() []Probe {
 			example: `{"socket":"EPERM","send":"other","reply":false}`,
 		},
 		{
-			ID: "net/dns", Group: "network",
+			ID:     "net/dns",
 			Title:  "Reads /etc/resolv.conf and sends a DNS query to a resolver verify runs on the host's loopback.",
 			OnFail: "The sandbox can resolve names through the host: DNS is an exfiltration channel.",
 			schema: sObj("resolv_conf", sEnum("absent", "none", "loopback", "network", "unreadable"), "query", sEnum(append([]string{"answered", "garbled"}, errnoVocab...)...)),
@@ -114,7 +104,7 @@ func networkProbes() []Probe {
 			// network namespace, abstract names included, and needs no
 			// socket: seeing verify's listener there proves the namespace is
 			// shared even while the filter holds.
-			ID: "net/abstract-unix", Group: "network",
+			ID:     "net/abstract-unix",
 			Title:  "Looks for the abstract Unix socket verify listens on in the host's network namespace in /proc/net/unix (from the host where the sandbox has no /proc), and connects to it.",
 			OnFail: "Abstract Unix sockets are shared with the host: any host service on one is reachable.",
 			schema: sObj("socket", sErrno, "connect", sErrno, "listed", sEnum("visible", "hidden", "unreadable")),
@@ -136,21 +126,15 @@ func networkProbes() []Probe {
 			},
 			example: `{"socket":"EPERM","connect":"other","listed":"hidden"}`,
 		},
-		{
-			ID: "net/engine-sockets", Group: "network",
-			Title:   "Looks for container-engine and awf sockets (docker.sock, containerd, podman, the broker socket).",
-			OnFail:  "A root-equivalent or broker socket is visible inside the sandbox.",
-			schema:  sObj("visible", sInt(0, 16)),
-			check:   checkEqual(map[string]any{"visible": int64(0)}),
-			example: `{"visible":0}`,
-		},
+		wantProbe("net/engine-sockets", "Looks for container-engine and awf sockets (docker.sock, containerd, podman, the broker socket).",
+			"A root-equivalent or broker socket is visible inside the sandbox.", sObj("visible", sInt(0, 16)), `{"visible":0}`),
 		socketFamily("net/socket-netlink", "Opens an AF_NETLINK (NETLINK_ROUTE) socket.", "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)"),
 		socketFamily("net/socket-packet", "Opens an AF_PACKET raw socket.", "socket.socket(17, socket.SOCK_RAW, 0)"),
 		socketFamily("net/socket-raw", "Opens an AF_INET raw ICMP socket.", "socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)"),
 		socketFamily("net/socket-vsock", "Opens an AF_VSOCK socket (host and sibling-VM channel).", "socket.socket(40, socket.SOCK_STREAM, 0)"),
 		socketFamily("net/socket-alg", "Opens an AF_ALG socket (kernel crypto API).", "socket.socket(38, socket.SOCK_SEQPACKET, 0)"),
 		socketFamily("net/socket-key", "Opens an AF_KEY socket (IPsec key management).", "socket.socket(15, socket.SOCK_RAW, 2)"),
-	}
+	})
 }
 
 // checkListener passes when the socket or the connect failed and the host
