@@ -173,6 +173,20 @@ func loadPolicy(e env, file string) (*policy.Policy, bool) {
 	return p, true
 }
 
+// onePolicy loads the single policy FILE that show, bpf and export take, or
+// reports why not and returns the exit status: 2 for usage, 1 for a policy
+// that cannot be read or parsed.
+func onePolicy(e env, pa policyArgs, sub string) (*policy.Policy, int) {
+	if !oneFile(e, pa, sub) {
+		return nil, 2
+	}
+	p, ok := loadPolicy(e, pa.files[0])
+	if !ok {
+		return nil, 1
+	}
+	return p, 0
+}
+
 func oneFile(e env, pa policyArgs, sub string) bool {
 	if len(pa.files) != 1 {
 		fmt.Fprintf(e.stderr, "awf policy %s: want exactly one FILE\n%s", sub, policyUsage)
@@ -214,12 +228,9 @@ func policyLint(e env, pa policyArgs) int {
 }
 
 func policyShow(e env, pa policyArgs) int {
-	if !oneFile(e, pa, "show") {
-		return 2
-	}
-	p, ok := loadPolicy(e, pa.files[0])
-	if !ok {
-		return 1
+	p, status := onePolicy(e, pa, "show")
+	if p == nil {
+		return status
 	}
 	w := e.stdout
 	fmt.Fprintf(w, "policy  %s (version %d, %s)\n", p.Name, p.Version, p.Digest())
@@ -434,12 +445,9 @@ func policyImport(e env, pa policyArgs) int {
 }
 
 func policyBPF(e env, pa policyArgs) int {
-	if !oneFile(e, pa, "bpf") {
-		return 2
-	}
-	p, ok := loadPolicy(e, pa.files[0])
-	if !ok {
-		return 1
+	p, status := onePolicy(e, pa, "bpf")
+	if p == nil {
+		return status
 	}
 	archs := p.Arches
 	if pa.arch != "" {
@@ -461,27 +469,23 @@ func policyBPF(e env, pa policyArgs) int {
 }
 
 func policyExport(e env, pa policyArgs) int {
-	if !oneFile(e, pa, "export") {
-		return 2
-	}
-	p, ok := loadPolicy(e, pa.files[0])
-	if !ok {
-		return 1
+	p, status := onePolicy(e, pa, "export")
+	if p == nil {
+		return status
 	}
 	var out []byte
 	var err error
 	switch pa.format {
 	case "docker":
 		out, err = p.DockerJSON()
-	case "oci":
+	case "oci", "libcontainer":
 		var v any
-		if v, err = p.OCI(); err == nil {
-			out, err = json.MarshalIndent(v, "", "  ")
-			out = append(out, '\n')
+		if pa.format == "oci" {
+			v, err = p.OCI()
+		} else {
+			v, err = p.Libcontainer()
 		}
-	case "libcontainer":
-		var v any
-		if v, err = p.Libcontainer(); err == nil {
+		if err == nil {
 			out, err = json.MarshalIndent(v, "", "  ")
 			out = append(out, '\n')
 		}
