@@ -46,9 +46,7 @@ func auditArgs(e env, name, usage string, def func(fs *flag.FlagSet)) (dir strin
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		dir, args = args[0], args[1:]
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, usage) }
+	fs := e.flags(name, usage)
 	logDir := fs.String("log-dir", host.DefaultAuditArchive, "directory of kept run audit logs")
 	def(fs)
 	if err := fs.Parse(args); err != nil {

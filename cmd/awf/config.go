@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -53,9 +52,7 @@ func configSchema(ctx context.Context, e env) int {
 
 // configValidate implements "awf config validate".
 func configValidate(ctx context.Context, e env) int {
-	fs := flag.NewFlagSet("awf config validate", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, configValidateUsage) }
+	fs := e.flags("awf config validate", configValidateUsage)
 	path := fs.String("config", "", "configuration file, or - for standard input")
 	preflight := fs.Bool("preflight", false, "also check this host as awf run would")
 	args := e.args

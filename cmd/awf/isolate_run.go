@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,9 +30,7 @@ Exits 0 when the outcome is ok and the result conforms, 1 otherwise.
 
 // cmdIsolateRun implements "awf isolate run".
 func cmdIsolateRun(ctx context.Context, e env) int {
-	fs := flag.NewFlagSet("awf isolate run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, isolateRunUsage) }
+	fs := e.flags("awf isolate run", isolateRunUsage)
 	repo := fs.String("repo", "", "repository directory (read-only lower layer)")
 	schemaArg := fs.String("schema", "", "schema JSON text, - or @PATH")
 	show := fs.Bool("show-output", false, "print exit status, detail, stdout and stderr")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -146,9 +145,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	if len(e.args) > 0 && e.args[0] == "--agent-probes" {
 		return agentProbes(e)
 	}
-	fs := flag.NewFlagSet("awf isolate verify", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, isolateVerifyUsage) }
+	fs := e.flags("awf isolate verify", isolateVerifyUsage)
 	var rts, req, probes listFlag
 	fs.Var(&rts, "runtime", "runtime to verify: direct, gvisor, docker, sbx or all (repeatable)")
 	fs.Var(&req, "require", "runtime whose BLOCKED verdict fails the run (repeatable)")
@@ -354,9 +351,7 @@ pair is not SUPPORTED; 2 on usage errors; 0 otherwise.
 
 // cmdIsolateMatrix implements "awf isolate matrix".
 func cmdIsolateMatrix(ctx context.Context, e env) int {
-	fs := flag.NewFlagSet("awf isolate matrix", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, isolateMatrixUsage) }
+	fs := e.flags("awf isolate matrix", isolateMatrixUsage)
 	var req listFlag
 	fs.Var(&req, "require", "PRIMARY/QUERY pair that must be SUPPORTED (repeatable)")
 	var reqEnclave listFlag

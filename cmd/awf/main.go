@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,15 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+}
+
+// flags returns the flag set of the subcommand name: errors and -h go to
+// e.stderr, and usage is the text printed for them.
+func (e env) flags(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, usage) }
+	return fs
 }
 
 // command runs one subcommand and returns the process exit status.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -51,9 +50,7 @@ const queryOutputBytes = 4096
 
 // cmdQuery implements "awf query".
 func cmdQuery(ctx context.Context, e env) int {
-	fs := flag.NewFlagSet("awf query", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, queryUsage) }
+	fs := e.flags("awf query", queryUsage)
 	cfgPath := fs.String("config", "", "configuration file, or - for standard input")
 	repo := fs.String("repo", "", "the configured repository to query (owner/name)")
 	schemaArg := fs.String("schema", "", "schema JSON text, - or @PATH")
