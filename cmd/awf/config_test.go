@@ -48,6 +48,27 @@ func awfBinary(t *testing.T) string {
 	return exe
 }
 
+// runBinary runs the awf binary exe (from awfBinary) in dir, with env after a
+// minimal environment of its own and stdin as standard input, and returns its
+// exit status and its standard output and error together.
+func runBinary(t *testing.T, exe, dir string, env []string, stdin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append([]string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return code, out.String()
+}
+
 // TestConfigValidateAgreesWithRun: for every configuration awf run refuses
 // before it runs the agent, awf config validate --preflight refuses it too
 // and names the JSON path (or variable) at fault.
@@ -109,21 +130,7 @@ func TestConfigValidateAgreesWithRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "cfg.json")
 			require.NoError(t, os.WriteFile(cfg, []byte(tc.cfg), 0o600))
-			env := append([]string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, tc.env...)
-			run := func(args ...string) (int, string) {
-				cmd := exec.Command(exe, args...)
-				cmd.Env, cmd.Dir = env, dir
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else {
-					require.NoError(t, err)
-				}
-				return code, out.String()
-			}
+			run := func(args ...string) (int, string) { return runBinary(t, exe, dir, tc.env, "", args...) }
 			vrc, vout := run("config", "validate", "--preflight", cfg)
 			assert.Equal(t, 1, vrc, "validate: %s", vout)
 			assert.Contains(t, vout, "awf config validate: ")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,20 +83,7 @@ func TestRunSameFromEverySource(t *testing.T) {
 	run := func(cfg, stdin string) (int, string) {
 		// The agent prints its uid and what is left of its standard input:
 		// nothing, when the configuration came from there.
-		cmd := exec.Command(exe, "run", "--config", cfg, "--", "/bin/sh", "-c", "id -u; cat")
-		cmd.Env = []string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-		cmd.Dir = dir
-		cmd.Stdin = strings.NewReader(stdin)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return code, out.String()
+		return runBinary(t, exe, dir, nil, stdin, "run", "--config", cfg, "--", "/bin/sh", "-c", "id -u; cat")
 	}
 	for _, tc := range []struct{ name, cfg, stdin string }{
 		{"JSON file", filepath.Join(dir, "awf.json"), ""},
@@ -135,22 +121,7 @@ func TestConfigYAMLProblemsNameTheirPlace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(dir, "cfg.yaml")
 			require.NoError(t, os.WriteFile(cfg, []byte(tc.doc), 0o600))
-			env := []string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-			run := func(stdin string, args ...string) (int, string) {
-				cmd := exec.Command(exe, args...)
-				cmd.Env, cmd.Dir = env, dir
-				cmd.Stdin = strings.NewReader(stdin)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else {
-					require.NoError(t, err)
-				}
-				return code, out.String()
-			}
+			run := func(stdin string, args ...string) (int, string) { return runBinary(t, exe, dir, nil, stdin, args...) }
 			rc, out := run("", "config", "validate", "cfg.yaml")
 			assert.Equal(t, 1, rc, out)
 			for _, w := range tc.want {
