@@ -97,17 +97,7 @@ func TestKillDockerd(t *testing.T) {
 			forceReclaim(t, &id)
 			r := startRun(t, configOn(t, "docker", e.sock, 8, "public", "", 30), script)
 			id = r.runID(t)
-			switch phase {
-			case phaseStaging:
-				r.waitStderr(t, "awf: staging")
-			case phaseReady:
-				r.waitStdout(t, "started")
-			case phaseMidQuery:
-				r.waitStdout(t, "started")
-				require.Eventually(t, func() bool { return len(containers(t, e.sock, id)) > 0 }, time.Minute, 10*time.Millisecond)
-			case phaseTeardown:
-				r.waitStdout(t, "bye")
-			}
+			reachOn(t, e, r, id, phase)
 			release := holdRoot(t, id)
 			e.kill(t)
 			if phase == phaseStaging || phase == phaseReady {
@@ -187,21 +177,16 @@ func engineProcs(tag string) []string {
 func assertOnlyRootKept(t *testing.T, runID string, since time.Time) {
 	t.Helper()
 	root := "directory " + filepath.Join(privateBase, runID)
-	var left []string
-	for {
-		left = left[:0]
+	left := stillLeft(since, func() []string {
+		var left []string
 		for _, x := range leftovers(runID) {
 			if x != root {
 				left = append(left, x)
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Since(since) > leftoverBound {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return left
+	})
+	if len(left) > 0 {
+		t.Errorf("%d things of run %s left %v after the fault:\n  %s", len(left), runID, leftoverBound, strings.Join(left, "\n  "))
 	}
-	t.Errorf("%d things of run %s left %v after the fault:\n  %s", len(left), runID, leftoverBound, strings.Join(left, "\n  "))
 }

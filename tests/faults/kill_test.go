@@ -102,6 +102,49 @@ func (k *killRuntimes) engineOf(t *testing.T, rt string) *engine {
 	return k.e
 }
 
+// killRun is an awf run of a kill case: its run, the private Engine it
+// runs on (nil: not docker) and its run id.
+type killRun struct {
+	*run
+	e  *engine
+	id string
+}
+
+// start starts an awf run on rt whose agent script is scriptFor(phase)
+// and returns it once it has reached phase.
+func (k *killRuntimes) start(t *testing.T, rt, phase string) killRun {
+	t.Helper()
+	e := k.engineOf(t, rt)
+	r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phase)))
+	kr := killRun{run: r, e: e, id: r.runID(t)}
+	reachOn(t, e, r, kr.id, phase)
+	return kr
+}
+
+// each runs f in a subtest per runtime, on an awf run started at phase.
+func (k *killRuntimes) each(t *testing.T, phase string, f func(*testing.T, killRun)) {
+	for _, rt := range k.rts {
+		t.Run(rt, func(t *testing.T) { f(t, k.start(t, rt, phase)) })
+	}
+}
+
+// kill9 sends SIGKILL to pid and returns when it did.
+func kill9(t *testing.T, pid int) time.Time {
+	t.Helper()
+	killed := time.Now()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	return killed
+}
+
+// assertGone fails unless, within leftoverBound of since, nothing of run
+// runID is left on the host (assertNothingLeft) nor on e
+// (assertNoContainers).
+func assertGone(t *testing.T, e *engine, runID string, since time.Time) {
+	t.Helper()
+	assertNothingLeft(t, runID, since)
+	assertNoContainers(t, e, runID, since)
+}
+
 // killConfig writes an awf config for runtime rt, on e's Engine for
 // docker (nil: no dockerSocket, the default Engine, as writeConfig).
 func killConfig(t *testing.T, rt string, e *engine, maxInvocations int) string {
@@ -129,17 +172,9 @@ func assertNoContainers(t *testing.T, e *engine, runID string, since time.Time) 
 	if e == nil {
 		return
 	}
-	var left []string
-	for {
-		if left = containers(t, e.sock, runID); len(left) == 0 {
-			return
-		}
-		if time.Since(since) > leftoverBound {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := stillLeft(since, func() []string { return containers(t, e.sock, runID) }); len(left) > 0 {
+		t.Errorf("containers of run %s left on the Engine %v after the fault:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 	}
-	t.Errorf("containers of run %s left on the Engine %v after the fault:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 }
 
 // logWatchdog logs what the watchdog of run r said (its reclaim and how
@@ -167,16 +202,10 @@ func TestKillAwfRun(t *testing.T) {
 	for _, rt := range k.rts {
 		for _, phase := range []string{phaseStaging, phaseReady, phaseMidQuery, phaseTeardown} {
 			t.Run(rt+"/"+phase, func(t *testing.T) {
-				e := k.engineOf(t, rt)
-				r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phase)))
-				id := r.runID(t)
-				reachOn(t, e, r, id, phase)
-				killed := time.Now()
-				require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
-				assertNothingLeft(t, id, killed)
-				assertNoContainers(t, e, id, killed)
+				r := k.start(t, rt, phase)
+				assertGone(t, r.e, r.id, kill9(t, r.cmd.Process.Pid))
 				r.wait(t, 10*time.Second)
-				logWatchdog(t, r)
+				logWatchdog(t, r.run)
 				assertCanonical(t, r.stdout.String(), "started", "bye")
 				assert.NotContains(t, r.stdout.String(), "Q ", "the killed run answered a query")
 				if phase == phaseTeardown {
@@ -185,8 +214,7 @@ func TestKillAwfRun(t *testing.T) {
 					return
 				}
 				assert.Contains(t, r.stderr.String(), "reclaimed", "the watchdog did not report its reclaim")
-				recs := audit(t, id)
-				ev := events(recs)
+				ev := events(audit(t, r.id))
 				assert.NotContains(t, ev, "shutdown-cleanup-failed")
 				if phase == phaseStaging {
 					assert.NotContains(t, ev, "listening")
@@ -203,53 +231,32 @@ func TestKillAwfRun(t *testing.T) {
 // cgroups); the agent sees the canonical error, goes on, and its end tears
 // everything down.
 func TestKillBroker(t *testing.T) {
-	k := newKillRuntimes(t)
-	for _, rt := range k.rts {
-		t.Run(rt, func(t *testing.T) {
-			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
-			id := r.runID(t)
-			reachOn(t, e, r, id, phaseMidQuery)
-			pid := findProc(t, id, regexp.MustCompile(`awf broker --serve `))
-			killed := time.Now()
-			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-			assertNoSandbox(t, id, killed)
-			assertNoContainers(t, e, id, killed)
-			r.wait(t, time.Minute)
-			assertNothingLeft(t, id, time.Now())
-			assertNoContainers(t, e, id, time.Now())
-			out := r.stdout.String()
-			assertCanonical(t, out, "started", "after")
-			assert.Contains(t, out, "Q "+errorEnv+"\n")
-			assert.Contains(t, out, "after\n")
-			assert.Contains(t, events(audit(t, id)), "listening")
-		})
-	}
+	newKillRuntimes(t).each(t, phaseMidQuery, func(t *testing.T, r killRun) {
+		killed := kill9(t, findProc(t, r.id, regexp.MustCompile(`awf broker --serve `)))
+		assertNoSandbox(t, r.id, killed)
+		assertNoContainers(t, r.e, r.id, killed)
+		r.wait(t, time.Minute)
+		assertGone(t, r.e, r.id, time.Now())
+		out := r.stdout.String()
+		assertCanonical(t, out, "started", "after")
+		assert.Contains(t, out, "Q "+errorEnv+"\n")
+		assert.Contains(t, out, "after\n")
+		assert.Contains(t, events(audit(t, r.id)), "listening")
+	})
 }
 
 // TestKillAgentShim: kill -9 of the agent shim (pid 1 of the agent's pid
 // namespace) ends every agent process; awf run tears down at once.
 func TestKillAgentShim(t *testing.T) {
-	k := newKillRuntimes(t)
-	for _, rt := range k.rts {
-		t.Run(rt, func(t *testing.T) {
-			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseReady)))
-			id := r.runID(t)
-			reach(t, r, id, phaseReady)
-			pid := findProc(t, id, regexp.MustCompile(`run --agent-shim `))
-			killed := time.Now()
-			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-			assertNothingLeft(t, id, killed)
-			assertNoContainers(t, e, id, killed)
-			assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
-			logWatchdog(t, r)
-			assertCanonical(t, r.stdout.String(), "started")
-			ev := events(audit(t, id))
-			assert.Contains(t, ev, "shutdown")
-			assert.NotContains(t, ev, "shutdown-cleanup-failed")
-		})
-	}
+	newKillRuntimes(t).each(t, phaseReady, func(t *testing.T, r killRun) {
+		assertGone(t, r.e, r.id, kill9(t, findProc(t, r.id, regexp.MustCompile(`run --agent-shim `))))
+		assert.Equal(t, 128+int(syscall.SIGKILL), r.wait(t, 10*time.Second), r.stderr.String())
+		logWatchdog(t, r.run)
+		assertCanonical(t, r.stdout.String(), "started")
+		ev := events(audit(t, r.id))
+		assert.Contains(t, ev, "shutdown")
+		assert.NotContains(t, ev, "shutdown-cleanup-failed")
+	})
 }
 
 // TestKillRunsc: kill -9 of the gVisor sandbox mid-query: the agent gets
@@ -282,45 +289,28 @@ func TestKillRunsc(t *testing.T) {
 // the running query is killed, awf exits within 5 s with one message line,
 // the audit records "cancelled" and no failure, and nothing is left.
 func TestCancelMidQuery(t *testing.T) {
-	k := newKillRuntimes(t)
-	for _, rt := range k.rts {
-		t.Run(rt, func(t *testing.T) {
-			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
-			id := r.runID(t)
-			reachOn(t, e, r, id, phaseMidQuery)
-			sent := time.Now()
-			require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM))
-			code := r.wait(t, 5*time.Second)
-			t.Logf("awf run exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
-			assertNothingLeft(t, id, time.Now())
-			assertNoContainers(t, e, id, time.Now())
-			assert.Equal(t, 1, strings.Count(r.stderr.String(), "awf: interrupted"), r.stderr.String())
-			assert.NotEqual(t, 0, code)
-			assertCanonical(t, r.stdout.String(), "started", "after")
-			ev := events(audit(t, id))
-			assert.Contains(t, ev, "cancelled")
-			assert.NotContains(t, ev, "shutdown-cleanup-failed")
-		})
-	}
+	newKillRuntimes(t).each(t, phaseMidQuery, func(t *testing.T, r killRun) {
+		sent := time.Now()
+		require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM))
+		code := r.wait(t, 5*time.Second)
+		t.Logf("awf run exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+		assertGone(t, r.e, r.id, time.Now())
+		assert.Equal(t, 1, strings.Count(r.stderr.String(), "awf: interrupted"), r.stderr.String())
+		assert.NotEqual(t, 0, code)
+		assertCanonical(t, r.stdout.String(), "started", "after")
+		ev := events(audit(t, r.id))
+		assert.Contains(t, ev, "cancelled")
+		assert.NotContains(t, ev, "shutdown-cleanup-failed")
+	})
 }
 
 // assertNoSandbox fails unless, within leftoverBound of since, no process
 // of the run's sandbox cgroups (awf-<run>-…) is left.
 func assertNoSandbox(t *testing.T, runID string, since time.Time) {
 	t.Helper()
-	var left []string
-	for {
-		left = sandboxProcs(runID)
-		if len(left) == 0 {
-			return
-		}
-		if time.Since(since) > leftoverBound {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := stillLeft(since, func() []string { return sandboxProcs(runID) }); len(left) > 0 {
+		t.Errorf("sandbox processes of run %s left %v after the broker died:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 	}
-	t.Errorf("sandbox processes of run %s left %v after the broker died:\n  %s", runID, leftoverBound, strings.Join(left, "\n  "))
 }
 
 // TestStartupSweepWithoutWatchdog: kill -9 of awf run and of its watchdog
@@ -329,30 +319,21 @@ func assertNoSandbox(t *testing.T, runID string, since time.Time) {
 // included), its sandbox's mounts and cgroups in every hierarchy, its
 // private root and ingress directory — whatever the runtime of either.
 func TestStartupSweepWithoutWatchdog(t *testing.T) {
-	k := newKillRuntimes(t)
-	for _, rt := range k.rts {
-		t.Run(rt, func(t *testing.T) {
-			e := k.engineOf(t, rt)
-			r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phaseMidQuery)))
-			id := r.runID(t)
-			reachOn(t, e, r, id, phaseMidQuery)
-			wd := findProc(t, id, regexp.MustCompile(`run --watchdog `))
-			require.NoError(t, syscall.Kill(wd, syscall.SIGKILL))
-			require.NoError(t, syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL))
-			// Not r.wait: the frozen agent still holds awf's output pipes
-			// until the sweep below kills it.
-			require.Eventually(t, func() bool {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
-				i := strings.LastIndexByte(string(b), ')')
-				return i < 0 || strings.HasPrefix(string(b[i+1:]), " Z")
-			}, 10*time.Second, 10*time.Millisecond)
-			t.Cleanup(func() { audit(t, id) })
-			next := startRun(t, writeConfig(t, "direct", 0), agentScript(t, "echo started\n"))
-			assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
-			assert.Contains(t, next.stderr.String(), "reclaimed 1 run")
-			assertNothingLeft(t, id, time.Now())
-			assertNoContainers(t, e, id, time.Now())
-			assertNothingLeft(t, next.runIDAfter(t), time.Now())
-		})
-	}
+	newKillRuntimes(t).each(t, phaseMidQuery, func(t *testing.T, r killRun) {
+		kill9(t, findProc(t, r.id, regexp.MustCompile(`run --watchdog `)))
+		kill9(t, r.cmd.Process.Pid)
+		// Not r.wait: the frozen agent still holds awf's output pipes
+		// until the sweep below kills it.
+		require.Eventually(t, func() bool {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+			i := strings.LastIndexByte(string(b), ')')
+			return i < 0 || strings.HasPrefix(string(b[i+1:]), " Z")
+		}, 10*time.Second, 10*time.Millisecond)
+		t.Cleanup(func() { audit(t, r.id) })
+		next := startRun(t, writeConfig(t, "direct", 0), agentScript(t, "echo started\n"))
+		assert.Equal(t, 0, next.wait(t, 2*time.Minute), next.stderr.String())
+		assert.Contains(t, next.stderr.String(), "reclaimed 1 run")
+		assertGone(t, r.e, r.id, time.Now())
+		assertNothingLeft(t, next.runIDAfter(t), time.Now())
+	})
 }

@@ -130,7 +130,13 @@ type run struct {
 // Cleanup kills whatever is left of it.
 func startRun(t *testing.T, cfg, script string) *run {
 	t.Helper()
-	cmd := exec.Command(awfBin, "run", "--config", cfg, "--", "/bin/sh", script)
+	return startCmd(t, exec.Command(awfBin, "run", "--config", cfg, "--", "/bin/sh", script))
+}
+
+// startCmd starts cmd, an awf run, from / with the base environment in
+// its own process group, capturing its output. Cleanup kills the group.
+func startCmd(t *testing.T, cmd *exec.Cmd) *run {
+	t.Helper()
 	cmd.Dir = "/"
 	cmd.Env = fixture.BaseEnv()
 	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -475,6 +481,19 @@ func assertNothingLeft(t *testing.T, runID string, since time.Time) {
 		lastSeen(gone), strings.Join(left, "\n  "))
 }
 
+// stillLeft calls list every 20 ms until it returns nothing or
+// leftoverBound has passed since since (the fault), and returns what it
+// returned last.
+func stillLeft(since time.Time, list func() []string) []string {
+	for {
+		left := list()
+		if len(left) == 0 || time.Since(since) > leftoverBound {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // lastSeen says when each kind of leftover was last seen after the fault.
 func lastSeen(gone map[string]time.Duration) string {
 	if len(gone) == 0 {
@@ -534,15 +553,25 @@ func audit(t *testing.T, runID string) []map[string]any {
 	return recs
 }
 
-// events returns the lifecycle events of recs, in order.
-func events(recs []map[string]any) []string {
-	var out []string
+// collect returns, in order, f of each audit record of recs that f keeps.
+func collect[T any](recs []map[string]any, f func(map[string]any) (T, bool)) []T {
+	var out []T
 	for _, r := range recs {
-		if r["kind"] == "lifecycle" {
-			out = append(out, r["event"].(string))
+		if v, ok := f(r); ok {
+			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// events returns the lifecycle events of recs, in order.
+func events(recs []map[string]any) []string {
+	return collect(recs, func(r map[string]any) (string, bool) {
+		if r["kind"] != "lifecycle" {
+			return "", false
+		}
+		return r["event"].(string), true
+	})
 }
 
 // runtimes are the runtimes the kill cases run on: direct always, gvisor

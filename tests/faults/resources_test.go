@@ -132,19 +132,7 @@ var sandboxEntry = regexp.MustCompile(`([0-9a-f]{32}-(?:[0-9a-f]{8}-[0-9]+|[0-9a
 func startRunPrivate(t *testing.T, cfg, script, mountPrivate string) *run {
 	t.Helper()
 	sh := "set -e\n" + mountPrivate + "\nexec " + awfBin + ` run --config "$1" -- /bin/sh "$2"` + "\n"
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", sh, "awf-faults", cfg, script)
-	cmd.Dir = "/"
-	cmd.Env = fixture.BaseEnv()
-	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	go func() { r.err = cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-r.done
-	})
-	return r
+	return startCmd(t, exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", sh, "awf-faults", cfg, script))
 }
 
 // gates are files the agent script waits for, in the script's own
@@ -184,27 +172,20 @@ func queryResponses(stdout string) []string {
 // answered returns the audit records that answer a counted request (an
 // invocation, or a failure of one invocation), in order.
 func answered(recs []map[string]any) []map[string]any {
-	var out []map[string]any
-	for _, r := range recs {
+	return collect(recs, func(r map[string]any) (map[string]any, bool) {
 		id, _ := r["invocationId"].(string)
-		if (r["kind"] == "invocation" || r["kind"] == "failure") && len(id) == 24 {
-			out = append(out, r)
-		}
-	}
-	return out
+		return r, (r["kind"] == "invocation" || r["kind"] == "failure") && len(id) == 24
+	})
 }
 
 // reasons returns the kind, or for a failure its reason, of each record.
 func reasons(recs []map[string]any) []string {
-	var out []string
-	for _, r := range recs {
+	return collect(recs, func(r map[string]any) (string, bool) {
 		if r["kind"] == "failure" {
-			out = append(out, r["reason"].(string))
-		} else {
-			out = append(out, r["kind"].(string))
+			return r["reason"].(string), true
 		}
-	}
-	return out
+		return r["kind"].(string), true
+	})
 }
 
 // holdings is what a live run holds, counted from outside: its processes,
