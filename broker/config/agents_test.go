@@ -12,11 +12,7 @@ const agentOn = `"enabled":true,"model":"gpt-4o-mini","privateRepos":[{"repo":"o
 
 // agentCases is the boundedAgents table that the loader and the schema
 // must accept or reject alike: every field, its default, its bounds.
-var agentCases = []struct {
-	name string
-	doc  string
-	ok   bool
-}{
+var agentCases = []schemaCase{
 	{"absent", `{}`, true},
 	{"empty", `{"boundedAgents":{}}`, true},
 	{"disabled explicit", `{"boundedAgents":{"enabled":false}}`, true},
@@ -91,19 +87,7 @@ var agentCases = []struct {
 }
 
 func TestAgentLoaderAndSchemaAgree(t *testing.T) {
-	for _, tc := range agentCases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, lerr := Load([]byte(tc.doc))
-			serr := checkSchema(t, []byte(tc.doc))
-			if tc.ok {
-				assert.NoError(t, lerr, "loader")
-				assert.NoError(t, serr, "schema")
-			} else {
-				assert.Error(t, lerr, "loader")
-				assert.Error(t, serr, "schema")
-			}
-		})
-	}
+	assertLoaderAndSchemaAgree(t, agentCases)
 }
 
 func TestAgentDefaultsAreTheSeeds(t *testing.T) {
@@ -184,22 +168,7 @@ func TestAgentProfilePath(t *testing.T) {
 // FuzzLoadAgents checks that the boundedAgents loader never panics and
 // accepts exactly what the schema accepts.
 func FuzzLoadAgents(f *testing.F) {
-	for _, tc := range agentCases {
-		f.Add([]byte(tc.doc))
-	}
-	f.Fuzz(func(t *testing.T, doc []byte) {
-		_, lerr := Load(doc)
-		if _, derr := DecodeJSON(doc); derr != nil {
-			if lerr == nil {
-				t.Fatalf("loader accepted undecodable %q", doc)
-			}
-			return
-		}
-		serr := checkSchema(t, doc)
-		if (lerr == nil) != (serr == nil) {
-			t.Fatalf("loader and schema disagree on %q: loader=%v schema=%v", doc, lerr, serr)
-		}
-	})
+	fuzzLoaderAndSchema(f, agentCases)
 }
 
 // FuzzParseCPU checks that ParseCPU and its published pattern agree and

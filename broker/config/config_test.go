@@ -10,13 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// configCases is the table that both the loader and the JSON Schema must
-// accept (ok) or reject alike.
-var configCases = []struct {
+// schemaCase is one document that the loader and the published JSON
+// Schema must both accept (ok) or both refuse.
+type schemaCase struct {
 	name string
 	doc  string
 	ok   bool
-}{
+}
+
+// configCases is the table that both the loader and the JSON Schema must
+// accept (ok) or reject alike.
+var configCases = []schemaCase{
 	{"empty object", `{}`, true},
 	{"schema key", `{"$schema":"x"}`, true},
 	{"unknown top key", `{"container":{}}`, false},
@@ -172,8 +176,11 @@ func checkSchema(t testing.TB, doc []byte) error {
 	return c.check(c.root, tree, "config")
 }
 
-func TestLoaderAndSchemaAgree(t *testing.T) {
-	for _, tc := range configCases {
+// assertLoaderAndSchemaAgree runs each case as a subtest: the loader and
+// the schema both accept it, or both refuse it.
+func assertLoaderAndSchemaAgree(t *testing.T, cases []schemaCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, lerr := Load([]byte(tc.doc))
 			serr := checkSchema(t, []byte(tc.doc))
@@ -186,6 +193,10 @@ func TestLoaderAndSchemaAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLoaderAndSchemaAgree(t *testing.T) {
+	assertLoaderAndSchemaAgree(t, configCases)
 }
 
 func TestPublishedSchemaIsTheEmbeddedOne(t *testing.T) {

@@ -7,7 +7,14 @@ import (
 // FuzzLoad checks that the loader never panics and that it accepts exactly
 // the documents the published schema accepts.
 func FuzzLoad(f *testing.F) {
-	for _, tc := range configCases {
+	fuzzLoaderAndSchema(f, configCases)
+}
+
+// fuzzLoaderAndSchema seeds f with the cases' documents and checks on every
+// input that the loader does not panic, refuses what does not decode, and
+// accepts exactly what the schema accepts.
+func fuzzLoaderAndSchema(f *testing.F, cases []schemaCase) {
+	for _, tc := range cases {
 		f.Add([]byte(tc.doc))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {

@@ -12,11 +12,7 @@ import (
 
 // probeCases: the loader and the JSON Schema accept and refuse the same
 // sealedProbes documents.
-var probeCases = []struct {
-	name string
-	doc  string
-	ok   bool
-}{
+var probeCases = []schemaCase{
 	{"seed example", `{"sealedProbes":{"enabled":true,"privateRepos":["lpcox/foo","lpcox/bar"],"runtime":"gvisor","timeout":30,"memoryLimit":"512m","interpreter":"python3","maxInvocations":32}}`, true},
 	{"absent fields disabled", `{"sealedProbes":{}}`, true},
 	{"disabled with repos", `{"sealedProbes":{"enabled":false,"privateRepos":["o/r"]}}`, true},
@@ -59,19 +55,7 @@ var probeCases = []struct {
 }
 
 func TestProbeConfigLoaderAndSchemaAgree(t *testing.T) {
-	for _, tc := range probeCases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, lerr := Load([]byte(tc.doc))
-			serr := checkSchema(t, []byte(tc.doc))
-			if tc.ok {
-				assert.NoError(t, lerr, "loader")
-				assert.NoError(t, serr, "schema")
-			} else {
-				assert.Error(t, lerr, "loader")
-				assert.Error(t, serr, "schema")
-			}
-		})
-	}
+	assertLoaderAndSchemaAgree(t, probeCases)
 }
 
 // TestProbeConfigAbsentIsDisabled: no block, or a disabled one, loads to

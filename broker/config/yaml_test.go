@@ -14,7 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 var digestA = "sha256:" + strings.Repeat("a", 64)
@@ -456,7 +457,7 @@ func TestReadSourceBoundsStdin(t *testing.T) {
 // TestReadSourceRefusesATerminal: --config - on a terminal would wait for a
 // document nobody is typing.
 func TestReadSourceRefusesATerminal(t *testing.T) {
-	slave := openPTY(t)
+	slave := fixture.OpenPTY(t)
 	_, err := ReadSource("-", slave)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "standard input, which is a terminal")
@@ -474,19 +475,4 @@ func TestReadSourceRefusesATerminal(t *testing.T) {
 	_, err = LoadPath("-", null)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "terminal")
-}
-
-// openPTY returns the terminal side of a new pseudo-terminal pair.
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
 }
