@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // targetFile and liveFile are rarely read rootfs files whose pages carry the
@@ -70,35 +71,12 @@ var runtimeCases = []runtimeCase{
 func TestChannels(t *testing.T) {
 	for _, rc := range runtimeCases {
 		t.Run(rc.name, func(t *testing.T) {
-			dockerSocket := requireRuntime(t, rc.name)
+			dockerSocket := fixture.RequireRuntime(t, rc.name)
 			runOne(t, rc, dockerSocket)
 		})
 	}
 }
 
-// requireRuntime gates one runtime's subtest: BLOCKED (a skip) only when
-// the runtime's host component is not installed; an installed dockerd
-// without the test's Engine fails. It returns the Engine's socket for
-// docker, "" otherwise.
-func requireRuntime(t *testing.T, runtime string) string {
-	t.Helper()
-	switch runtime {
-	case "gvisor":
-		if _, err := exec.LookPath("runsc"); err != nil {
-			t.Skip("BLOCKED: runsc is not installed on this host; the gvisor runtime cannot be exercised")
-		}
-	case "docker":
-		if _, err := exec.LookPath("dockerd"); err != nil {
-			t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be exercised")
-		}
-		sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
-		fi, err := os.Stat(sock)
-		require.True(t, sock != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
-			"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start (make test does)", sock)
-		return sock
-	}
-	return ""
-}
 
 // received is every bit one receiver decoded, with the secret bit each stands for.
 type received struct {

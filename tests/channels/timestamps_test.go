@@ -106,7 +106,7 @@ const timestampOpenAIKey = "sk-channels-timestamps-key-0000"
 func TestTimestamps(t *testing.T) {
 	for _, rc := range runtimeCases {
 		t.Run(rc.name, func(t *testing.T) {
-			dockerSocket := requireRuntime(t, rc.name)
+			dockerSocket := fixture.RequireRuntime(t, rc.name)
 			for _, tc := range timestampCases {
 				// docker cannot run an enclave (preflight refuses it), so
 				// bounded agents run on direct and gvisor only.

@@ -280,29 +280,6 @@ func runLockHeld(id string) bool {
 	return false
 }
 
-// requireRuntime skips only when a runtime's host component is truly absent
-// (BLOCKED), and fails when docker is installed but its test daemon is not
-// running: the engine is there, so a missing daemon is a set-up fault. It
-// returns the docker socket for docker.
-func requireRuntime(t *testing.T, rt string) string {
-	t.Helper()
-	switch rt {
-	case "gvisor":
-		if _, err := exec.LookPath("runsc"); err != nil {
-			t.Skip("BLOCKED: runsc is not installed on this host; the gvisor runtime cannot be exercised")
-		}
-	case "docker":
-		if _, err := exec.LookPath("dockerd"); err != nil {
-			t.Skip("BLOCKED: dockerd is not installed on this host; the docker runtime cannot be exercised")
-		}
-		sock := os.Getenv("AWF_TEST_DOCKER_SOCKET")
-		fi, err := os.Stat(sock)
-		require.True(t, sock != "" && err == nil && fi.Mode()&os.ModeSocket != 0,
-			"no Docker daemon at AWF_TEST_DOCKER_SOCKET=%q: start one with tests/setup/dockerd.sh start (make test does)", sock)
-		return sock
-	}
-	return ""
-}
 
 // cliHelper is an agent-side shell function fn that runs the agent CLI cli
 // with its arguments after the first, then prints "NAME rc=<status>

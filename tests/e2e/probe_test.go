@@ -190,7 +190,7 @@ func probeAudit(t *testing.T, stderr string) []map[string]any {
 func TestProbeContractPerRuntime(t *testing.T) {
 	for _, rt := range []string{"direct", "gvisor", "docker"} {
 		t.Run(rt, func(t *testing.T) {
-			sock := requireRuntime(t, rt)
+			sock := fixture.RequireRuntime(t, rt)
 			before := runDirs()
 			port, conns := loopbackListener(t)
 			dir := writeAgentFiles(t, map[string]string{

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // TestOneQueryPerRuntime runs one query through awf run with every real
@@ -14,7 +16,7 @@ func TestOneQueryPerRuntime(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			before := runDirs()
 			b := bq{PrivateRepos: []repo{local("demo/app", "internal")}, Runtime: rt}
-			b.DockerSocket = requireRuntime(t, rt)
+			b.DockerSocket = fixture.RequireRuntime(t, rt)
 			r := awfRun(t, writeConfig(t, b), agentScript(t, "printf 'import json, os\\njson.dump(os.path.isfile(\"/query/repo/SECURITY.md\"), open(\"/query/out\",\"w\"))\\n' | bounded-query --repo demo/app --schema '{\"type\":\"boolean\"}'\n"))
 			require.Equal(t, 0, r.code, r.stderr)
 			assert.Equal(t, okTrue+"\n", r.stdout, r.stderr)
