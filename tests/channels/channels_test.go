@@ -77,7 +77,6 @@ func TestChannels(t *testing.T) {
 	}
 }
 
-
 // received is every bit one receiver decoded, with the secret bit each stands for.
 type received struct {
 	truth   [][2]any

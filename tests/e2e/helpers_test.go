@@ -280,7 +280,6 @@ func runLockHeld(id string) bool {
 	return false
 }
 
-
 // cliHelper is an agent-side shell function fn that runs the agent CLI cli
 // with its arguments after the first, then prints "NAME rc=<status>
 // stderr=<bytes> <stdout line>", NAME being its first argument.
