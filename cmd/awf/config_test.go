@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -57,16 +56,12 @@ func runBinary(t *testing.T, exe, dir string, env []string, stdin string, args .
 	cmd.Env = append([]string{"AWF_TEST_AS_AWF=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	code := 0
+	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
+		return ee.ExitCode(), string(out)
 	}
-	return code, out.String()
+	require.NoError(t, err)
+	return 0, string(out)
 }
 
 // TestConfigValidateAgreesWithRun: for every configuration awf run refuses

@@ -6,13 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // sameConfig is one configuration in both syntaxes.
@@ -145,7 +145,7 @@ func TestConfigYAMLProblemsNameTheirPlace(t *testing.T) {
 // TestConfigStdinMustNotBeATerminal: --config - on a terminal is refused at
 // once, by every command that takes --config, instead of waiting for input.
 func TestConfigStdinMustNotBeATerminal(t *testing.T) {
-	tty := openTerminal(t)
+	tty := fixture.OpenPTY(t)
 	for _, tc := range []struct {
 		args []string
 		rc   int
@@ -192,19 +192,4 @@ func (endless) Read(p []byte) (int, error) {
 		p[i] = '#'
 	}
 	return len(p), nil
-}
-
-// openTerminal returns the terminal side of a new pseudo-terminal pair.
-func openTerminal(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
 }
