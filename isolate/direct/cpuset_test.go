@@ -1,15 +1,12 @@
 package direct_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
@@ -24,17 +21,7 @@ open("/query/out", "w").write(json.dumps(sorted(os.sched_getaffinity(0))))
 // pins it, away from the agent's CPUs) and checks what the script sees.
 func TestSandboxCPUs(t *testing.T) {
 	cpus := isolatetest.LastCPU(t)
-	e := &testEnv{runID: newRunID(), state: t.TempDir()}
-	rt, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: e.state, SandboxCPUs: cpus})
-	require.NoError(t, err)
-	e.rt = rt
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, rt.Sweep(ctx))
-		require.NoError(t, rt.Close())
-		assertNoLeftovers(t, e.runID, e.state)
-	})
+	e := newEnvWith(t, isolate.HostConfig{SandboxCPUs: cpus})
 	var job map[string]any
 	o := e.runWatched(t, e.template(t, ""), cpusScript, &job)
 	require.Equal(t, isolate.KindOK, o.Kind, o.Detail)

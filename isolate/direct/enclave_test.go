@@ -58,6 +58,21 @@ func TestPreparedEnclaveAnswers(t *testing.T) {
 	isolatetest.CheckEnclaveLoop(t, runID, preparedRunner(rt))
 }
 
+// loopEnclave returns the template, layout and argv of the loop in an
+// enclave network name of e's run (closed at cleanup), over a fresh
+// isolatetest.EnclaveFixture.
+func loopEnclave(ctx context.Context, t *testing.T, e *testEnv, name string) (isolate.Template, enclave.Layout, []string) {
+	t.Helper()
+	f := isolatetest.NewEnclaveFixture(ctx, t)
+	n := isolatetest.NewEnclave(ctx, t, e.runID, name)
+	tpl := isolate.Template{RunID: e.runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: f.Policy}
+	l := enclave.Layout{
+		Dir: "/enclave", Binds: []enclave.Bind{{Source: f.Seed, Path: "/enclave/repo"}, {Source: f.Loop, Path: "/enclave/bin/loop", Exec: true}},
+		Out: "/enclave/out", OutBytes: 1 << 20, Result: "result.json", Transcript: "transcript.jsonl", TranscriptBytes: 1 << 20,
+	}
+	return tpl, l, []string{"/enclave/bin/loop"}
+}
+
 // TestPreparedEnclaveSingleUse: a prepared enclave runs one job at most,
 // only with the argv it was prepared for, and leaves nothing behind
 // whether it ran, failed to start or was destroyed unused.
@@ -65,19 +80,7 @@ func TestPreparedEnclaveSingleUse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := newEnv(t)
-	f := isolatetest.NewEnclaveFixture(ctx, t)
-	n, err := enclave.New(ctx, enclave.Options{RunID: e.runID, Name: "prepared"})
-	require.NoError(t, err)
-	defer func() {
-		assert.NoError(t, n.Close())
-		assert.Empty(t, enclave.Resources(e.runID))
-	}()
-	tpl := isolate.Template{RunID: e.runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: f.Policy}
-	l := enclave.Layout{
-		Dir: "/enclave", Binds: []enclave.Bind{{Source: f.Seed, Path: "/enclave/repo"}, {Source: f.Loop, Path: "/enclave/bin/loop", Exec: true}},
-		Out: "/enclave/out", OutBytes: 1 << 20, Result: "result.json", Transcript: "transcript.jsonl", TranscriptBytes: 1 << 20,
-	}
-	argv := []string{"/enclave/bin/loop"}
+	tpl, l, argv := loopEnclave(ctx, t, e, "prepared")
 
 	// Destroyed unused: nothing left, and a later Run is refused.
 	p, err := e.rt.PrepareEnclave(ctx, tpl, l, argv)
@@ -148,19 +151,7 @@ func TestPreparedEnclaveStartsTheProgramAhead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := newEnv(t)
-	f := isolatetest.NewEnclaveFixture(ctx, t)
-	n, err := enclave.New(ctx, enclave.Options{RunID: e.runID, Name: "ahead"})
-	require.NoError(t, err)
-	defer func() {
-		assert.NoError(t, n.Close())
-		assert.Empty(t, enclave.Resources(e.runID))
-	}()
-	tpl := isolate.Template{RunID: e.runID, RootFS: f.Root, Limits: isolate.DefaultLimits(), Network: n.Network(), Policy: f.Policy}
-	l := enclave.Layout{
-		Dir: "/enclave", Binds: []enclave.Bind{{Source: f.Seed, Path: "/enclave/repo"}, {Source: f.Loop, Path: "/enclave/bin/loop", Exec: true}},
-		Out: "/enclave/out", OutBytes: 1 << 20, Result: "result.json", Transcript: "transcript.jsonl", TranscriptBytes: 1 << 20,
-	}
-	argv := []string{"/enclave/bin/loop"}
+	tpl, l, argv := loopEnclave(ctx, t, e, "ahead")
 	require.Equal(t, isolate.BootstrapFD, agentloop.StartFD, "the loop waits where the runtime hands over")
 
 	p, err := e.rt.PrepareEnclave(ctx, tpl, l, argv)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 const okScript = "open('/query/out', 'w').write('{\"ok\": true}')\n"
@@ -175,10 +176,10 @@ func TestUnreclaimableMarksUnusable(t *testing.T) {
 	defer cancel()
 	require.Error(t, rt.Sweep(ctx))
 	require.Error(t, rt.Usable())
-	o := rt.Run(ctx, isolate.Spec{Template: isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)},
+	o := rt.Run(ctx, isolate.Spec{Template: isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)},
 		Job: isolate.Job{Script: []byte(okScript)}})
 	assert.Equal(t, isolate.KindLaunchFailed, o.Kind)
-	_, err = rt.Prepare(ctx, isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: testPolicy(t)})
+	_, err = rt.Prepare(ctx, isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)})
 	require.Error(t, err)
 	_, err = os.Stat("/etc/passwd")
 	require.NoError(t, err, "the sweep never touches paths outside its state dir")

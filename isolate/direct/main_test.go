@@ -17,8 +17,8 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace"
-	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/rootfs"
 )
 
@@ -52,27 +52,16 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	initialMntNS = ns
-	dir, err := os.MkdirTemp("", "awf-direct-rootfs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	testRootFS = filepath.Join(dir, "root")
-	digest, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build test rootfs:", err)
-		return 1
-	}
-	code := m.Run()
-	// No sandbox may ever write into the shared root filesystem.
-	if _, err := rootfs.Verify(context.Background(), testRootFS, digest); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: the sandboxes changed the root filesystem:", err)
-		return 1
-	}
-	return code
+	return isolatetest.WithRootFS("awf-direct-rootfs-", func(r *isolatetest.RootFS) int {
+		testRootFS = r.Dir
+		code := m.Run()
+		// No sandbox may ever write into the shared root filesystem.
+		if _, err := rootfs.Verify(context.Background(), r.Dir, r.Digest); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: the sandboxes changed the root filesystem:", err)
+			return 1
+		}
+		return code
+	})
 }
 
 // newRunID returns a fresh run id.
@@ -89,31 +78,27 @@ type testEnv struct {
 	state string
 }
 
-// newEnv opens a runtime and registers a cleanup that destroys it and
-// checks that nothing it created is left.
+// newEnv opens a runtime and registers a cleanup that sweeps and closes
+// it and checks that nothing it created is left.
 func newEnv(t testing.TB) *testEnv {
 	t.Helper()
-	state := t.TempDir()
-	e := &testEnv{runID: newRunID(), state: state}
-	rt, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: state})
-	require.NoError(t, err)
-	e.rt = rt
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, rt.Sweep(ctx))
-		require.NoError(t, rt.Close())
-		assertNoLeftovers(t, e.runID, state)
-	})
-	return e
+	return newEnvWith(t, isolate.HostConfig{})
 }
 
-// testPolicy is the embedded default policy.
-func testPolicy(t testing.TB) *policy.Policy {
+// newEnvWith is newEnv with h's other fields (RunID and StateDir are the
+// test's).
+func newEnvWith(t testing.TB, h isolate.HostConfig) *testEnv {
 	t.Helper()
-	p, err := policy.Default()
-	require.NoError(t, err, "the default seccomp policy must load")
-	return p
+	e := &testEnv{runID: newRunID(), state: t.TempDir()}
+	h.RunID, h.StateDir = e.runID, e.state
+	rt, err := direct.Open(h)
+	require.NoError(t, err)
+	e.rt = rt
+	isolatetest.SweepAtCleanup(t, rt, 30*time.Second, func() {
+		require.NoError(t, rt.Close())
+		assertNoLeftovers(t, e.runID, e.state)
+	})
+	return e
 }
 
 // template returns a full-control template over repo ("" = none).
@@ -123,7 +108,7 @@ func (e *testEnv) template(t testing.TB, repo string) isolate.Template {
 		RootFS: testRootFS,
 		Repo:   repo,
 		Limits: isolate.DefaultLimits(),
-		Policy: testPolicy(t),
+		Policy: isolatetest.Policy(t),
 	}
 }
 

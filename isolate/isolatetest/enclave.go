@@ -52,6 +52,19 @@ func NewEnclaveFixture(ctx context.Context, t testing.TB) *EnclaveFixture {
 	return f
 }
 
+// NewEnclave makes the enclave network name of run runID. t's cleanup
+// closes it and checks that nothing of the run's enclaves is left.
+func NewEnclave(ctx context.Context, t testing.TB, runID, name string) *enclave.Enclave {
+	t.Helper()
+	n, err := enclave.New(ctx, enclave.Options{RunID: runID, Name: name})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, n.Close())
+		assert.Empty(t, enclave.Resources(runID))
+	})
+	return n
+}
+
 // Run runs one invocation of the loop in the enclave network n on run:
 // the layout with a boolean schema, a fresh loop configuration and the
 // loop's policy (policy.AgentLoop), never weakened: every backend runs the
@@ -144,12 +157,7 @@ func CheckEnclaveLoop(t *testing.T, runID string, run EnclaveRunner) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := NewEnclaveFixture(ctx, t)
-	n, err := enclave.New(ctx, enclave.Options{RunID: runID, Name: "loop"})
-	require.NoError(t, err)
-	defer func() {
-		assert.NoError(t, n.Close())
-		assert.Empty(t, enclave.Resources(runID))
-	}()
+	n := NewEnclave(ctx, t, runID, "loop")
 	p := ServeLoopProvider(n)
 	defer p.Close()
 	res, transcript := f.Run(ctx, t, runID, n, run)
