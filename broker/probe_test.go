@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -326,16 +324,10 @@ func FuzzProbeFrame(f *testing.F) {
 	f.Add([]byte(referenceProbeRequest("o/r", []string{"é", "ü", "ERROR"}, `x`)))
 	f.Add([]byte("POST /probe HTTP/1.1\r\nX-AWF-Probe-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		br := bufio.NewReader(bytes.NewReader(raw))
-		req, err := readHead(br)
-		if err != nil {
+		req, ok := readRaw(raw, ProbeKind{}.MaxBody())
+		if !ok {
 			return
 		}
-		plan, err := planBody(req)
-		if err != nil {
-			return
-		}
-		req.Body, req.BodyErr = readBody(br, plan, ProbeKind{}.MaxBody())
 		tb := newProbeBroker(t, 4)
 		out := string(tb.b.Handle(context.Background(), req))
 		var outcomes []string
