@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/client"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/tests/fixture"
@@ -22,7 +23,8 @@ var cli fixture.CLI
 
 func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-agent", &cli.Bin) }
 
-const errLine = `{"status":"error"}` + "\n"
+// errLine is every failure's line.
+const errLine = client.ErrorLine + "\n"
 
 func TestFramingIsTheBrokers(t *testing.T) {
 	assert.Equal(t, []string{headerAgentVersion, proto.HeaderRepo, proto.HeaderSchema}, broker.AgentHeaderNames())
@@ -157,4 +159,4 @@ func TestCLIOddResponsesAreTheErrorLine(t *testing.T) {
 	assert.Equal(t, errLine, cli.Run(t, []string{envSocket + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`))
 }
 
-func TestCLIIsStatic(t *testing.T) { fixture.AssertStatic(t, cli.Bin) }
+func TestCLIIsStatic(t *testing.T) { fixture.RequireStatic(t, cli.Bin) }

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/broker/client"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -18,18 +18,11 @@ var cli fixture.CLI
 
 func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-query", &cli.Bin) }
 
-const errLine = `{"status":"error"}` + "\n"
-
-// startBroker serves a query broker whose runtime answers each job with
-// its script (a test's script is its answer).
-func startBroker(t *testing.T) string {
-	t.Helper()
-	return fixture.ServeBroker(t, t.TempDir(), "q.jsonl", broker.Options{Kind: broker.QueryKind{}, Runtime: fixture.EchoRuntime{},
-		MaxInvocations: 100, Timeout: 5 * time.Second, Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "public"}}})
-}
+// errLine is every failure's line.
+const errLine = client.ErrorLine + "\n"
 
 func TestCLIAgainstBroker(t *testing.T) {
-	sock := startBroker(t)
+	sock := fixture.ServeEchoBroker(t, broker.QueryKind{}, "public")
 	env := []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}
 	got := cli.Run(t, env, strings.NewReader(`{"b": 2, "a": "x"}`), "--schema", `{"type":"object","fields":{"a":{"type":"enum","values":["x","y"]},"b":{"type":"integer","minimum":0,"maximum":3}}}`, "--repo", "o/r")
 	assert.Equal(t, `{"status":"ok","result":{"a":"x","b":2}}`+"\n", got)
@@ -124,4 +117,4 @@ func TestCLIUnexpectedResponses(t *testing.T) {
 	})
 }
 
-func TestCLIIsStatic(t *testing.T) { fixture.AssertStatic(t, cli.Bin) }
+func TestCLIIsStatic(t *testing.T) { fixture.RequireStatic(t, cli.Bin) }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,20 +19,13 @@ var cli fixture.CLI
 
 func TestMain(m *testing.M) { fixture.MainWithCLI(m, "sealed-probe", &cli.Bin) }
 
-const errLine = `{"result":"ERROR"}` + "\n"
-
-// startBroker serves a probe broker whose runtime answers each job with
-// its script (a test's script is its answer).
-func startBroker(t *testing.T) string {
-	t.Helper()
-	return fixture.ServeBroker(t, t.TempDir(), "p.jsonl", broker.Options{Kind: broker.ProbeKind{}, Runtime: fixture.EchoRuntime{},
-		MaxInvocations: 100, Timeout: 5 * time.Second, Seeds: []broker.Seed{{Repo: "o/r", Dir: "/s", Sensitivity: proto.SensitivitySealed}}})
-}
+// errLine is every failure's line.
+const errLine = proto.ProbeErrorBody + "\n"
 
 var three = []string{"--outcome", "YES", "--outcome", "NO", "--outcome", "UNKNOWN"}
 
 func TestCLIAgainstBroker(t *testing.T) {
-	sock := startBroker(t)
+	sock := fixture.ServeEchoBroker(t, broker.ProbeKind{}, proto.SensitivitySealed)
 	env := []string{proto.ProbeSocketEnv + "=" + sock}
 	args := append([]string{"--repo", "o/r"}, three...)
 	assert.Equal(t, `{"result":"NO"}`+"\n", cli.Run(t, env, strings.NewReader(`{ "result" : "NO" }`), args...))
@@ -103,7 +95,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 	assert.Empty(t, contacted, "the broker must not be contacted")
 }
 
-func TestCLIIsStatic(t *testing.T) { fixture.AssertStatic(t, cli.Bin) }
+func TestCLIIsStatic(t *testing.T) { fixture.RequireStatic(t, cli.Bin) }
 
 // TestCLITransportFailures: an unreachable socket or an unexpected answer
 // is the local error line, formatted and exited the same way.
@@ -123,7 +115,7 @@ func TestCLITransportFailures(t *testing.T) {
 // TestReferenceClientShape: a request shaped as the reference's curl-based
 // client sends it (headers, route, body, no Expect) gets its outcome.
 func TestReferenceClientShape(t *testing.T) {
-	sock := startBroker(t)
+	sock := fixture.ServeEchoBroker(t, broker.ProbeKind{}, proto.SensitivitySealed)
 	cmd := exec.Command("curl", "--silent", "--show-error", "--noproxy", "*", "--unix-socket", sock, "--max-time", "30",
 		"-X", "POST", "-H", "Expect:", "-H", "Content-Type: application/octet-stream",
 		"-H", "X-AWF-Probe-Version: 1", "-H", "X-AWF-Repo: o/r",
