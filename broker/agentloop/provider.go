@@ -98,6 +98,35 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
+// decodeResponse decodes a provider's response body, which must be a JSON
+// object in every protocol.
+func decodeResponse(body []byte) (*jnode, error) {
+	root, err := decodeTree(body)
+	if err != nil {
+		return nil, err
+	}
+	if root.kind != jObject {
+		return nil, errors.New("response is not an object")
+	}
+	return root, nil
+}
+
+// readUsage reads the response's usage object, whose input and output token
+// counts the protocols name in and out.
+func (r *reply) readUsage(root *jnode, in, out string) error {
+	usage, ok, err := root.field("usage", jObject)
+	if err != nil || !ok {
+		return errors.New("response has no usage object")
+	}
+	if r.inTokens, err = usage.tokens(in); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	if r.outTokens, err = usage.tokens(out); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	return nil
+}
+
 // openAI speaks POST /v1/chat/completions.
 type openAI struct{}
 
@@ -147,12 +176,9 @@ func (openAI) request(c *Config, messages []json.RawMessage, tools []toolDef, ch
 
 func (openAI) parse(body []byte) (reply, error) {
 	var r reply
-	root, err := decodeTree(body)
+	root, err := decodeResponse(body)
 	if err != nil {
 		return r, err
-	}
-	if root.kind != jObject {
-		return r, errors.New("response is not an object")
 	}
 	choices, ok, err := root.field("choices", jArray)
 	if err != nil || !ok || len(choices.kids) != 1 {
@@ -231,15 +257,8 @@ func (openAI) parse(body []byte) (reply, error) {
 			echo = append(echo, callOut{ID: id, Type: "function", Function: fnOut{Name: name, Arguments: args}})
 		}
 	}
-	usage, ok, err := root.field("usage", jObject)
-	if err != nil || !ok {
-		return r, errors.New("response has no usage object")
-	}
-	if r.inTokens, err = usage.tokens("prompt_tokens"); err != nil {
-		return r, fmt.Errorf("usage: %w", err)
-	}
-	if r.outTokens, err = usage.tokens("completion_tokens"); err != nil {
-		return r, fmt.Errorf("usage: %w", err)
+	if err := r.readUsage(root, "prompt_tokens", "completion_tokens"); err != nil {
+		return r, err
 	}
 	var content any
 	if r.text != "" {
@@ -322,12 +341,9 @@ func (anthropic) request(c *Config, messages []json.RawMessage, tools []toolDef,
 
 func (anthropic) parse(body []byte) (reply, error) {
 	var r reply
-	root, err := decodeTree(body)
+	root, err := decodeResponse(body)
 	if err != nil {
 		return r, err
-	}
-	if root.kind != jObject {
-		return r, errors.New("response is not an object")
 	}
 	if typ, err := root.str("type"); err != nil || typ != "message" {
 		return r, errors.New("response is not a message")
@@ -399,15 +415,8 @@ func (anthropic) parse(body []byte) (reply, error) {
 			// for them, and echoing them would need their signatures.
 		}
 	}
-	usage, ok, err := root.field("usage", jObject)
-	if err != nil || !ok {
-		return r, errors.New("response has no usage object")
-	}
-	if r.inTokens, err = usage.tokens("input_tokens"); err != nil {
-		return r, fmt.Errorf("usage: %w", err)
-	}
-	if r.outTokens, err = usage.tokens("output_tokens"); err != nil {
-		return r, fmt.Errorf("usage: %w", err)
+	if err := r.readUsage(root, "input_tokens", "output_tokens"); err != nil {
+		return r, err
 	}
 	if len(echo) == 0 {
 		echo = append(echo, mustJSON(map[string]string{"type": "text", "text": "(no content)"}))
