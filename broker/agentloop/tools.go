@@ -267,15 +267,25 @@ func errnoOf(err error) unix.Errno {
 	return 0
 }
 
+// openDir opens the seed directory that the tool argument path names and
+// returns it with the path's cleaned form, as ListFiles and Search start.
+func (r *Repo) openDir(path string) (*os.File, string, error) {
+	rel, err := cleanPath(path)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := r.open(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, rel, nil
+}
+
 // ListFiles lists a directory of the seed: at most MaxListEntries entries,
 // sorted by name, one per line as "dir PATH", "file PATH" or "other PATH"
 // (symbolic links and special files), PATH relative to the seed.
 func (r *Repo) ListFiles(ctx context.Context, path string) (string, error) {
-	rel, err := cleanPath(path)
-	if err != nil {
-		return "", err
-	}
-	d, err := r.open(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	d, rel, err := r.openDir(path)
 	if err != nil {
 		return "", err
 	}
@@ -403,11 +413,7 @@ func (r *Repo) Search(ctx context.Context, pattern, path string) (string, error)
 	if n := utf8.RuneCountInString(pattern); n > MaxPatternChars {
 		return "", toolErr("pattern is %d characters; the maximum is %d", n, MaxPatternChars)
 	}
-	rel, err := cleanPath(path)
-	if err != nil {
-		return "", err
-	}
-	d, err := r.open(r.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	d, rel, err := r.openDir(path)
 	if err != nil {
 		return "", err
 	}
