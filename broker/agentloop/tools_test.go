@@ -53,11 +53,7 @@ func confinedSeed(t *testing.T) (string, string) {
 }
 
 func TestToolConfinement(t *testing.T) {
-	forModes(t, func(t *testing.T, walk bool) {
-		seed, _ := confinedSeed(t)
-		repo, err := openMode(t, seed, walk)
-		require.NoError(t, err)
-		defer repo.Close()
+	forSeedModes(t, func(t *testing.T, repo *Repo, seed string) {
 		ctx := context.Background()
 		cases := []struct {
 			name, path, want string
@@ -134,11 +130,7 @@ func TestToolMagicLinks(t *testing.T) {
 }
 
 func TestReadFile(t *testing.T) {
-	forModes(t, func(t *testing.T, walk bool) {
-		seed, _ := confinedSeed(t)
-		repo, err := openMode(t, seed, walk)
-		require.NoError(t, err)
-		defer repo.Close()
+	forSeedModes(t, func(t *testing.T, repo *Repo, seed string) {
 		t.Run("a huge file: the first 8192 bytes", func(t *testing.T) {
 			s, err := repo.ReadFile(context.Background(), "huge.bin")
 			require.NoError(t, err)
@@ -156,11 +148,7 @@ func TestReadFile(t *testing.T) {
 }
 
 func TestListFiles(t *testing.T) {
-	forModes(t, func(t *testing.T, walk bool) {
-		seed, _ := confinedSeed(t)
-		repo, err := openMode(t, seed, walk)
-		require.NoError(t, err)
-		defer repo.Close()
+	forSeedModes(t, func(t *testing.T, repo *Repo, seed string) {
 		t.Run("kinds, sorted", func(t *testing.T) {
 			s, err := repo.ListFiles(context.Background(), ".")
 			require.NoError(t, err)
@@ -204,11 +192,7 @@ func TestListFiles(t *testing.T) {
 }
 
 func TestSearch(t *testing.T) {
-	forModes(t, func(t *testing.T, walk bool) {
-		seed, _ := confinedSeed(t)
-		repo, err := openMode(t, seed, walk)
-		require.NoError(t, err)
-		defer repo.Close()
+	forSeedModes(t, func(t *testing.T, repo *Repo, seed string) {
 		ctx := context.Background()
 		t.Run("first matching line per file, sorted walk, first 8192 bytes only", func(t *testing.T) {
 			s, err := repo.Search(ctx, "needle", ".")
@@ -283,6 +267,18 @@ func forModes(t *testing.T, f func(t *testing.T, walk bool)) {
 		}
 		t.Run(name, func(t *testing.T) { f(t, walk) })
 	}
+}
+
+// forSeedModes is forModes on a fresh confinedSeed, opened as repo and
+// closed when the mode's test ends.
+func forSeedModes(t *testing.T, f func(t *testing.T, repo *Repo, seed string)) {
+	forModes(t, func(t *testing.T, walk bool) {
+		seed, _ := confinedSeed(t)
+		repo, err := openMode(t, seed, walk)
+		require.NoError(t, err)
+		t.Cleanup(func() { repo.Close() })
+		f(t, repo, seed)
+	})
 }
 
 func openMode(t *testing.T, dir string, walk bool) (*Repo, error) {
