@@ -13,6 +13,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 // Cgroup modes reported by CgroupMode.
@@ -343,43 +345,10 @@ func (s cgroupSetup) controllerPath(id, ctrl string) string {
 	return filepath.Join(m, s.parentRel, id)
 }
 
-// counters are the limit events of one leaf.
-type counters struct {
-	oomKills int64 // processes the kernel OOM-killed
-	pidsMax  int64 // forks refused by the pids limit
-}
-
-// readCounters reads the leaf's OOM and pids events. A missing file is an
-// error: the verdict must not silently miss a limit.
-func (s cgroupSetup) readCounters(id string) (counters, error) {
-	var c counters
-	var err error
-	mem := s.controllerPath(id, "memory")
-	if s.v2() {
-		c.oomKills, err = keyedValue(filepath.Join(mem, "memory.events"), "oom_kill")
-	} else {
-		c.oomKills, err = keyedValue(filepath.Join(mem, "memory.oom_control"), "oom_kill")
-	}
-	if err != nil {
-		return c, err
-	}
-	c.pidsMax, err = keyedValue(filepath.Join(s.controllerPath(id, "pids"), "pids.events"), "max")
-	return c, err
-}
-
-// keyedValue reads "key value" from a flat-keyed cgroup file.
-func keyedValue(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup counter: %w", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) == 2 && f[0] == key {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("cgroup counter: no %s in %s", key, path)
+// readCounters reads the leaf's OOM and pids events. A counter that
+// cannot be read is an error: the verdict must not silently miss a limit.
+func (s cgroupSetup) readCounters(id string) (cgroupfs.Events, error) {
+	return cgroupfs.ReadEvents(s.v2(), s.controllerPath(id, "memory"), s.controllerPath(id, "pids"))
 }
 
 // killLeaf kills every process in the leaf.

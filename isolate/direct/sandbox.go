@@ -584,16 +584,16 @@ func (sb *sandbox) verdict(out isolate.Outcome, timedOut bool, ctxErr error) iso
 		return withKind(out, isolate.KindTimeout, "aborted: %v", ctxErr)
 	case timedOut:
 		return withKind(out, isolate.KindTimeout, "wall-clock deadline %v reached", l.Wall)
-	case c.oomKills > 0:
-		return withKind(out, isolate.KindOOM, "memory limit %d bytes: %d OOM kills", l.MemoryBytes, c.oomKills)
+	case c.OOMKills > 0:
+		return withKind(out, isolate.KindOOM, "memory limit %d bytes: %d OOM kills", l.MemoryBytes, c.OOMKills)
 	case status.signo == unix.SIGSYS:
 		return withKind(out, isolate.KindSeccompKill, "killed by SIGSYS: forbidden system call")
 	case status.signo == unix.SIGXFSZ:
 		return withKind(out, isolate.KindFileSizeLimit, "killed by SIGXFSZ: file size limit %d bytes", l.FileSizeBytes)
 	}
 	if status.code != 0 {
-		if c.pidsMax > 0 {
-			return withKind(out, isolate.KindPidsLimit, "pids limit %d refused %d forks", l.Pids, c.pidsMax)
+		if c.PidsMax > 0 {
+			return withKind(out, isolate.KindPidsLimit, "pids limit %d refused %d forks", l.Pids, c.PidsMax)
 		}
 		if p := findFileAtLimit(sb.sc.upper, l.FileSizeBytes); p != "" {
 			return withKind(out, isolate.KindFileSizeLimit, "a file reached the size limit %d bytes", l.FileSizeBytes)

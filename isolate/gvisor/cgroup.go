@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 // cgroupRoot is where the cgroup hierarchies are mounted.
@@ -252,36 +252,15 @@ func (c *cgroup) memoryDir() string {
 }
 
 // events reports whether the OOM killer fired and whether the pids limit
-// refused a fork in this cgroup.
+// refused a fork in this cgroup. A counter that cannot be read counts as
+// no event: classify then goes on to runsc's own exit and log.
 func (c *cgroup) events() (oom, pids bool) {
-	var memFile, memKey string
-	var pidsFile string
-	if c.v2 {
-		memFile, memKey = filepath.Join(cgroupRoot, c.rel, "memory.events"), "oom_kill"
-		pidsFile = filepath.Join(cgroupRoot, c.rel, "pids.events")
-	} else {
-		memFile, memKey = filepath.Join(cgroupRoot, "memory", c.rel, "memory.oom_control"), "oom_kill"
-		pidsFile = filepath.Join(cgroupRoot, "pids", c.rel, "pids.events")
+	pidsDir := filepath.Join(cgroupRoot, c.rel)
+	if !c.v2 {
+		pidsDir = filepath.Join(cgroupRoot, "pids", c.rel)
 	}
-	return counter(memFile, memKey) > 0, counter(pidsFile, "max") > 0
-}
-
-// counter reads "key value" from a flat-keyed cgroup file; 0 when absent.
-func counter(file, key string) int64 {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
+	e, _ := cgroupfs.ReadEvents(c.v2, c.memoryDir(), pidsDir)
+	return e.OOMKills > 0, e.PidsMax > 0
 }
 
 // remove kills every task left in the cgroup and removes its directories.

@@ -1,0 +1,49 @@
+package cgroupfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadEvents(t *testing.T) {
+	cases := []struct {
+		name    string
+		v2      bool
+		files   map[string]string // name -> content, in one directory
+		want    Events
+		wantErr string // "" for none
+	}{
+		{name: "v2", v2: true,
+			files: map[string]string{"memory.events": "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n", "pids.events": "max 7\n"},
+			want:  Events{OOMKills: 2, PidsMax: 7}},
+		{name: "v1", files: map[string]string{"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "pids.events": "max 0\n"},
+			want: Events{OOMKills: 1}},
+		{name: "v1 files on v2", v2: true, files: map[string]string{"memory.oom_control": "oom_kill 1\n", "pids.events": "max 3\n"},
+			want: Events{PidsMax: 3}, wantErr: "memory.events"},
+		{name: "no pids file", v2: true, files: map[string]string{"memory.events": "oom_kill 5\n"},
+			want: Events{OOMKills: 5}, wantErr: "pids.events"},
+		{name: "no key", v2: true, files: map[string]string{"memory.events": "oom 1\n", "pids.events": "max 1\n"},
+			want: Events{PidsMax: 1}, wantErr: "no oom_kill"},
+		{name: "not a number", v2: true, files: map[string]string{"memory.events": "oom_kill x\n", "pids.events": "max 1\n"},
+			want: Events{PidsMax: 1}, wantErr: "oom_kill"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for n, body := range c.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(body), 0o644))
+			}
+			got, err := ReadEvents(c.v2, dir, dir)
+			assert.Equal(t, c.want, got)
+			if c.wantErr == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, c.wantErr)
+			}
+		})
+	}
+}
