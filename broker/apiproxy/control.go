@@ -90,14 +90,7 @@ func (c *Control) Close() error { return c.c.Close() }
 // Issue asks the proxy for a capability for caller ("enclave-<invocation>")
 // with at most maxRequests forwarded requests and maxTokens per request.
 func (c *Control) Issue(ctx context.Context, caller string, maxRequests, maxTokens int) (string, error) {
-	r, err := c.exchange(ctx, controlRequest{Op: "issue", Caller: caller, MaxRequests: maxRequests, MaxTokens: maxTokens}, nil)
-	if err != nil {
-		return "", err
-	}
-	if r.Token == "" {
-		return "", errors.New("api proxy control: no token in the reply")
-	}
-	return r.Token, nil
+	return c.exchangeToken(ctx, controlRequest{Op: "issue", Caller: caller, MaxRequests: maxRequests, MaxTokens: maxTokens}, nil, "token")
 }
 
 // Revoke ends a capability issued by Issue.
@@ -116,14 +109,7 @@ func (c *Control) Listen(ctx context.Context, l *net.TCPListener) (string, error
 		return "", fmt.Errorf("api proxy control: %w", err)
 	}
 	defer f.Close()
-	r, err := c.exchange(ctx, controlRequest{Op: "listen"}, f)
-	if err != nil {
-		return "", err
-	}
-	if r.Token == "" {
-		return "", errors.New("api proxy control: no listener id in the reply")
-	}
-	return r.Token, nil
+	return c.exchangeToken(ctx, controlRequest{Op: "listen"}, f, "listener id")
 }
 
 // Unlisten makes the proxy close a listener that Listen handed over, so
@@ -132,6 +118,20 @@ func (c *Control) Listen(ctx context.Context, l *net.TCPListener) (string, error
 func (c *Control) Unlisten(ctx context.Context, id string) error {
 	_, err := c.exchange(ctx, controlRequest{Op: "unlisten", Token: id}, nil)
 	return err
+}
+
+// exchangeToken is exchange for the operations whose reply carries an id in
+// its Token field (Issue's token, Listen's listener id, named by what); an
+// empty one is an error.
+func (c *Control) exchangeToken(ctx context.Context, req controlRequest, fd *os.File, what string) (string, error) {
+	r, err := c.exchange(ctx, req, fd)
+	if err != nil {
+		return "", err
+	}
+	if r.Token == "" {
+		return "", errors.New("api proxy control: no " + what + " in the reply")
+	}
+	return r.Token, nil
 }
 
 func (c *Control) exchange(ctx context.Context, req controlRequest, fd *os.File) (controlReply, error) {

@@ -295,14 +295,15 @@ func TestProxyLimits(t *testing.T) {
 				require.Contains(t, good, old)
 				return []byte(strings.Replace(good, old, new, 1))
 			}
-			cases := []struct {
+			type refusal struct {
 				name   string
 				method string
 				path   string
 				body   []byte
 				status int
 				code   string
-			}{
+			}
+			cases := []refusal{
 				{"unknown path", "POST", "/v1/completions", []byte(good), 404, CodeUnknownPath},
 				{"models list", "GET", "/v1/models", nil, 404, CodeUnknownPath},
 				{"path with dot dot", "POST", "/v1/../v1/messages/x", []byte(good), 404, CodeUnknownPath},
@@ -334,17 +335,10 @@ func TestProxyLimits(t *testing.T) {
 				{"oversized body", "POST", pc.proto.Path(), with(`"hello"`, `"`+strings.Repeat("a", 5000)+`"`), 413, CodeRequestTooLarge},
 			}
 			if pc.proto == OpenAI {
-				cases = append(cases, []struct {
-					name   string
-					method string
-					path   string
-					body   []byte
-					status int
-					code   string
-				}{
-					{"n=2", "POST", pc.proto.Path(), with(tokensKey, tokensKey+`,"n":2`), 403, CodeChoicesNotAllowed},
-					{"legacy max_tokens over cap", "POST", pc.proto.Path(), with(tokensKey, tokensKey+`,"max_tokens":2000`), 403, CodeMaxTokensExceeded},
-				}...)
+				cases = append(cases,
+					refusal{"n=2", "POST", pc.proto.Path(), with(tokensKey, tokensKey+`,"n":2`), 403, CodeChoicesNotAllowed},
+					refusal{"legacy max_tokens over cap", "POST", pc.proto.Path(), with(tokensKey, tokensKey+`,"max_tokens":2000`), 403, CodeMaxTokensExceeded},
+				)
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
