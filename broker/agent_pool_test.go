@@ -16,97 +16,19 @@ import (
 	"github.com/awf-project/awf/isolate/pool"
 )
 
-// fakeEnclavePool is an enclave runtime's warm pool: prepared enclaves
-// are counters per template, each used once. It records every fill and
-// whether a job ran meanwhile.
+// fakeEnclavePool is an enclave runtime's warm pool: a pool.Core whose
+// prepared enclaves are their shapes, each used once. It records every
+// prepare that ran beside a job or without the lane held.
 type fakeEnclavePool struct {
+	*pool.Core[Enclave]
 	mu       sync.Mutex
-	size     int
-	order    []isolate.Template
-	shape    func(isolate.Template) Enclave
-	idle     map[isolate.Template]int
-	closed   bool
 	running  bool
-	fills    int
 	overlaps int
-	lane     chan struct{}
-	unheld   int // fills that ran without the lane held
-	stats    pool.Stats
-}
-
-func (p *fakeEnclavePool) Size() int { return p.size }
-
-func (p *fakeEnclavePool) Missing() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0
-	}
-	n := 0
-	for _, t := range p.order {
-		n += p.size - p.idle[t]
-	}
-	return n
-}
-
-func (p *fakeEnclavePool) Fill(context.Context) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fills++
-	if p.running {
-		p.overlaps++
-	}
-	if len(p.lane) == 0 {
-		p.unheld++
-	}
-	made := 0
-	for _, t := range p.order {
-		for !p.closed && p.idle[t] < p.size {
-			p.idle[t]++
-			p.stats.Prepared++
-			made++
-		}
-	}
-	return made, nil
-}
-
-func (p *fakeEnclavePool) Close(context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	for t, n := range p.idle {
-		p.stats.Destroyed += n
-		delete(p.idle, t)
-	}
-	return nil
-}
-
-func (p *fakeEnclavePool) Stats() pool.Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.stats
-	for _, n := range p.idle {
-		s.Idle += n
-	}
-	return s
+	unheld   int // prepares that ran without the lane held
 }
 
 func (p *fakeEnclavePool) Run(context.Context, isolate.Spec) isolate.Outcome {
 	return isolate.Err(isolate.KindLaunchFailed, "no query in an enclave pool")
-}
-
-// take reports whether a prepared enclave for t of e's shape was there,
-// and uses it up.
-func (p *fakeEnclavePool) take(t isolate.Template, e Enclave) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.idle[t] == 0 || !p.shape(t).SameShape(e) {
-		p.stats.Cold++
-		return false
-	}
-	p.idle[t]--
-	p.stats.Warm++
-	return true
 }
 
 // poolingEnclaveRuntime is a fakeEnclaveRuntime that keeps enclaves
@@ -119,12 +41,35 @@ type poolingEnclaveRuntime struct {
 }
 
 func (r *poolingEnclaveRuntime) EnclavePool(size int, ts []isolate.Template, shape func(isolate.Template) Enclave) (WarmPool, error) {
-	r.pool = &fakeEnclavePool{size: size, order: ts, shape: shape, idle: map[isolate.Template]int{}, lane: r.lane}
-	return r.pool, nil
+	p := &fakeEnclavePool{}
+	c, err := pool.NewCore(size, ts, pool.Items[Enclave]{
+		Runtime: r,
+		Prepare: func(_ context.Context, t isolate.Template) (Enclave, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.running {
+				p.overlaps++
+			}
+			if len(r.lane) == 0 {
+				p.unheld++
+			}
+			return shape(t), nil
+		},
+		Destroy:        func(context.Context, Enclave) error { return nil },
+		DestroyTimeout: time.Second,
+		Pool:           "fake enclave pool",
+		Item:           "enclave",
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Core = c
+	r.pool = p
+	return p, nil
 }
 
 func (r *poolingEnclaveRuntime) RunEnclave(ctx context.Context, t isolate.Template, e Enclave) EnclaveOutcome {
-	warm := r.pool.take(t, e)
+	_, warm := r.pool.TakeIdle(t, func(shape Enclave) bool { return shape.SameShape(e) })
 	r.pool.mu.Lock()
 	r.pool.running = true
 	r.pool.mu.Unlock()
@@ -165,7 +110,7 @@ func TestAgentWarmPool(t *testing.T) {
 		Seeds: seeds, MaxInvocations: 32, Timeout: 120 * time.Second, Audit: a, Lane: lane, WarmPool: 1})
 	require.NoError(t, err)
 	require.NotNil(t, rt.pool)
-	require.Len(t, rt.pool.order, 2, "one template per seed")
+	require.Len(t, rt.pool.Templates(), 2, "one template per seed")
 	ctx := context.Background()
 	require.NoError(t, b.FillPool(ctx))
 	assert.Equal(t, 2, rt.pool.Stats().Idle)

@@ -295,3 +295,145 @@ func TestRunDestroyFailureIsACleanupFailure(t *testing.T) {
 	o := p.Run(ctx, isolate.Spec{Template: tp, Job: isolate.Job{InvocationID: "x"}})
 	assert.Equal(t, isolate.KindCleanupFailed, o.Kind)
 }
+
+// item is a Core's prepared thing in these tests: which template it was
+// prepared for, and whether it was destroyed.
+type item struct {
+	t         isolate.Template
+	destroyed bool
+}
+
+// items prepares and destroys items, recording each; gate, when set, is
+// received from before each prepare returns.
+type items struct {
+	mu         sync.Mutex
+	made       []*item
+	prepareErr error
+	gate       chan struct{}
+}
+
+func (s *items) core(t *testing.T, size int, ts ...isolate.Template) *Core[*item] {
+	t.Helper()
+	c, err := NewCore(size, ts, Items[*item]{
+		Runtime: &fakeRuntime{},
+		Prepare: func(_ context.Context, t isolate.Template) (*item, error) {
+			s.mu.Lock()
+			err, gate := s.prepareErr, s.gate
+			it := &item{t: t}
+			if err == nil {
+				s.made = append(s.made, it)
+			}
+			s.mu.Unlock()
+			if gate != nil {
+				<-gate
+			}
+			return it, err
+		},
+		Destroy: func(_ context.Context, it *item) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			it.destroyed = true
+			return nil
+		},
+		DestroyTimeout: time.Second,
+		Pool:           "test pool",
+		Item:           "item",
+	})
+	require.NoError(t, err)
+	return c
+}
+
+func (s *items) destroyed() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []bool
+	for _, it := range s.made {
+		out = append(out, it.destroyed)
+	}
+	return out
+}
+
+func TestCoreRefusesSizeZero(t *testing.T) {
+	_, err := NewCore(0, nil, Items[*item]{Pool: "test pool"})
+	assert.ErrorContains(t, err, "test pool: size 0")
+}
+
+// TestCoreFillFor: FillFor and MissingFor concern the given templates
+// only; a template the core does not keep prepares nothing; Fill and
+// Missing are the same over Templates.
+func TestCoreFillFor(t *testing.T) {
+	ctx := context.Background()
+	a, b, other := template("/seeds/a"), template("/seeds/b"), template("/seeds/other")
+	s := &items{}
+	c := s.core(t, 2, a, b, a)
+	assert.Equal(t, []isolate.Template{a, b}, c.Templates(), "in order, each once")
+	assert.Equal(t, 4, c.Missing())
+	assert.Equal(t, 2, c.MissingFor(b, b))
+	assert.Zero(t, c.MissingFor(other))
+	assert.Zero(t, c.MissingFor())
+
+	n, err := c.FillFor(ctx, b, other)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.Zero(t, c.MissingFor(b))
+	assert.Equal(t, 2, c.MissingFor(a))
+	n, err = c.Fill(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "Fill prepares what is left")
+	assert.Zero(t, c.Missing())
+	assert.Equal(t, Stats{Idle: 4, Prepared: 4}, c.Stats())
+
+	s.prepareErr = errors.New("boom")
+	_, ok := c.TakeIdle(a, nil)
+	require.True(t, ok)
+	n, err = c.FillFor(ctx, a)
+	assert.ErrorContains(t, err, "test pool: prepare for /seeds/a: boom")
+	assert.Zero(t, n)
+	assert.Equal(t, 1, c.MissingFor(a), "a failed prepare leaves its template short")
+}
+
+// TestCoreTakeRefusesWhatDoesNotFit: an item that fits refuses is
+// destroyed, never returned, and the take is cold; the next item is
+// there for a take it fits.
+func TestCoreTakeRefusesWhatDoesNotFit(t *testing.T) {
+	ctx := context.Background()
+	a := template("/seeds/a")
+	s := &items{}
+	c := s.core(t, 2, a)
+	_, err := c.Fill(ctx)
+	require.NoError(t, err)
+	it, ok := c.TakeIdle(a, func(*item) bool { return false })
+	assert.False(t, ok)
+	assert.Nil(t, it)
+	assert.Equal(t, []bool{true, false}, s.destroyed())
+	it, ok = c.TakeIdle(a, func(*item) bool { return true })
+	require.True(t, ok)
+	assert.Same(t, s.made[1], it)
+	_, ok = c.TakeIdle(a, nil)
+	assert.False(t, ok, "none is left")
+	assert.Equal(t, Stats{Warm: 1, Cold: 2, Prepared: 2, Destroyed: 1}, c.Stats())
+}
+
+// TestCoreFillAfterClose: an item whose prepare returns after Close is
+// destroyed by that fill, never kept, and the fill goes no further.
+func TestCoreFillAfterClose(t *testing.T) {
+	ctx := context.Background()
+	a, b := template("/seeds/a"), template("/seeds/b")
+	gate := make(chan struct{})
+	s := &items{gate: gate}
+	c := s.core(t, 1, a, b)
+	filled := make(chan int, 1)
+	go func() {
+		n, err := c.Fill(ctx)
+		assert.NoError(t, err)
+		filled <- n
+	}()
+	require.Eventually(t, func() bool { return len(s.destroyed()) == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, c.Close(ctx))
+	close(gate)
+	assert.Zero(t, <-filled)
+	assert.Equal(t, []bool{true}, s.destroyed(), "b was never prepared, a was destroyed")
+	assert.Equal(t, Stats{}, c.Stats())
+	_, ok := c.TakeIdle(a, nil)
+	assert.False(t, ok)
+}
