@@ -2,8 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/awf-project/awf/isolate"
@@ -12,16 +15,23 @@ import (
 
 // WarmPool is what a broker keeps prepared ahead of its requests:
 // isolate/pool's sandboxes for queries and probes, or an EnclavePooler's
-// enclaves for bounded agents. Every one is single-use and keyed by the
-// whole template. Fill must only run with the lane held (see isolate/pool).
+// enclaves for bounded agents; both keep them in a pool.Core. Every one is
+// single-use and keyed by the whole template. Fill and FillFor must only
+// run with the lane held (see isolate/pool).
 type WarmPool interface {
 	// Size is how many are kept per template.
 	Size() int
-	// Missing is how many Fill would prepare now (0 once closed).
+	// Templates are the templates kept filled, in fill order, each once.
+	Templates() []isolate.Template
+	// Missing is how many Fill would prepare now (0 once closed), and
+	// MissingFor how many FillFor would.
 	Missing() int
-	// Fill prepares what is missing; a failed prepare leaves its template
-	// short (the next request for it is cold) and is returned.
+	MissingFor(ts ...isolate.Template) int
+	// Fill prepares what is missing, and FillFor what ts lack; a failed
+	// prepare leaves its template short (the next request for it is
+	// cold) and is returned.
 	Fill(ctx context.Context) (int, error)
+	FillFor(ctx context.Context, ts ...isolate.Template) (int, error)
 	// Close destroys every idle one; later requests are cold.
 	Close(ctx context.Context) error
 	// Stats are the pool's counters.
@@ -61,7 +71,7 @@ func (b *Broker) newPool() error {
 		if err != nil {
 			return err
 		}
-		b.pool = p
+		b.pool = newReachedPool(p)
 		return nil
 	}
 	ep, ok := o.Runtime.(EnclavePooler)
@@ -72,16 +82,54 @@ func (b *Broker) newPool() error {
 	if err != nil {
 		return err
 	}
-	b.pool = p
+	b.pool = newReachedPool(p)
 	return nil
+}
+
+// reachedPool is the broker's view of its warm pool: Fill and Missing
+// cover only the templates that FillFor has reached, so that a refill
+// after a response refills what requests took and never does the first
+// fill's work for a seed that fill has not reached yet (FillPool does it,
+// one seed per hold of the lane). Everything else is the pool's own.
+type reachedPool struct {
+	WarmPool
+	mu      sync.Mutex
+	reached []isolate.Template // guarded by mu
+}
+
+func newReachedPool(p WarmPool) *reachedPool { return &reachedPool{WarmPool: p} }
+
+// FillFor marks ts reached, then fills them.
+func (p *reachedPool) FillFor(ctx context.Context, ts ...isolate.Template) (int, error) {
+	p.mu.Lock()
+	for _, t := range ts {
+		if !slices.Contains(p.reached, t) {
+			p.reached = append(p.reached, t)
+		}
+	}
+	p.mu.Unlock()
+	return p.WarmPool.FillFor(ctx, ts...)
+}
+
+// Fill fills the reached templates.
+func (p *reachedPool) Fill(ctx context.Context) (int, error) {
+	return p.WarmPool.FillFor(ctx, p.reachedOnes()...)
+}
+
+// Missing is what the reached templates lack.
+func (p *reachedPool) Missing() int { return p.WarmPool.MissingFor(p.reachedOnes()...) }
+
+func (p *reachedPool) reachedOnes() []isolate.Template {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.reached)
 }
 
 // Deadlines of the warm pool's work. None of it is inside a request's
 // measured window.
 const (
-	// PoolFillTimeout bounds the start-up fill of every seed's sandboxes.
-	PoolFillTimeout = 10 * time.Minute
-	// RefillTimeout bounds one refill after a response.
+	// RefillTimeout bounds one fill on the lane: a refill after a
+	// response, or one seed's step of the first fill.
 	RefillTimeout = 2 * time.Minute
 	// PoolCloseTimeout bounds destroying the idle sandboxes at shutdown.
 	PoolCloseTimeout = 30 * time.Second
@@ -95,32 +143,72 @@ const (
 	LifecyclePoolCloseError = "pool-close-failed"
 )
 
-// FillPool prepares the warm pool's sandboxes before the first request, on
-// the lane, and writes the pool-filled lifecycle record: how many
-// sandboxes wait, for how many seeds. That count is the pool's cost: each
-// idle sandbox holds what a prepared one holds (for the direct runtime its
-// waiting init process, cgroup, tmpfs and mounts). A failed prepare is
-// recorded and returned; the broker still serves, and that seed's requests
-// prepare their sandboxes cold. Without a pool it does nothing.
+// FillPool fills the warm pool for the first time, one template (one
+// seed) at a time: each step takes the lane, prepares what that template
+// lacks and keeps the lane until the timing bucket of the step's own
+// duration has passed, exactly as a refill does (fillAndRelease). So the
+// fill never overlaps a job, and a request that queues behind a step
+// waits for one seed's fill at most and learns only its bucket, never its
+// duration. A request for a seed the fill has not reached yet waits on
+// the lane or runs cold; until the fill reaches a seed, no refill
+// prepares for it (reachedPool). It does not delay readiness: the server
+// answers meanwhile, and the host calls it on a goroutine of its own once
+// the broker reports ready.
+//
+// Once every template had its step it writes the pool-filled lifecycle
+// record: how many sandboxes wait, for how many seeds. That count is the
+// pool's cost: each idle sandbox holds what a prepared one holds (for the
+// direct runtime its waiting init process, cgroup, tmpfs and mounts). A
+// failed prepare is recorded and returned; the broker still serves, and
+// that seed's requests prepare their sandboxes cold. It stops early,
+// without the record, when ctx ends, on Freeze, or on Close (which waits
+// for the step under way). Without a pool it does nothing.
 func (b *Broker) FillPool(ctx context.Context) error {
 	if b.pool == nil {
 		return nil
 	}
-	select {
-	case b.lane <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	b.mu.Lock()
+	if b.poolClosed {
+		b.mu.Unlock()
+		return nil
 	}
-	defer func() { <-b.lane }()
-	fctx, cancel := context.WithTimeout(ctx, PoolFillTimeout)
-	defer cancel()
-	_, err := b.pool.Fill(fctx)
+	b.refills.Add(1)
+	b.mu.Unlock()
+	defer b.refills.Done()
+	var errs []error
+	for _, t := range b.pool.Templates() {
+		if !b.takeLane(ctx) {
+			return errors.Join(errs...)
+		}
+		// No missing: a step runs even for a template that lacks nothing,
+		// since its FillFor is what marks the template reached.
+		if err := b.fillAndRelease(ctx, nil, func(ctx context.Context) (int, error) { return b.pool.FillFor(ctx, t) }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.mu.Lock()
+	closed := b.poolClosed || b.closed.Load()
+	b.mu.Unlock()
+	if closed {
+		return errors.Join(errs...)
+	}
 	st := b.pool.Stats()
 	b.o.Audit.Lifecycle(LifecyclePoolFilled, fmt.Sprintf("idle=%d seeds=%d size=%d backend=%s", st.Idle, len(b.seeds), b.pool.Size(), b.o.Runtime.Name()))
-	if err != nil {
-		b.o.Audit.Lifecycle(LifecyclePoolFillFailed, err.Error())
+	return errors.Join(errs...)
+}
+
+// takeLane waits for the lane for a fill: false when ctx ends or the
+// broker is frozen or closed first.
+func (b *Broker) takeLane(ctx context.Context) bool {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.stopped, cancel)()
+	select {
+	case b.lane <- struct{}{}:
+		return true
+	case <-hctx.Done():
+		return false
 	}
-	return err
 }
 
 // Refill prepares what the warm pool lacks, for a caller that answers
@@ -137,15 +225,9 @@ func (b *Broker) Refill(ctx context.Context) {
 	if b.pool == nil || b.pool.Missing() == 0 || b.closed.Load() {
 		return
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(b.stopped, cancel)()
-	select {
-	case b.lane <- struct{}{}:
-	case <-hctx.Done():
-		return
+	if b.takeLane(ctx) {
+		b.refillAndRelease(ctx)
 	}
-	b.refillAndRelease(ctx)
 }
 
 // refillAndRelease is Refill with the lane already held (by the request
@@ -154,11 +236,20 @@ func (b *Broker) Refill(ctx context.Context) {
 // handle answered with the lane held, so that the next job on the lane
 // finds the pool full.
 func (b *Broker) refillAndRelease(ctx context.Context) {
+	_ = b.fillAndRelease(ctx, b.pool.Missing, b.pool.Fill)
+}
+
+// fillAndRelease runs fill with the lane already held, unless the pool
+// is closed, the broker frozen, or missing (when not nil) says there is
+// nothing to prepare; then it keeps the lane until the bucket of the
+// fill's own duration has passed (not on Freeze), and releases it. A
+// failed fill is audited and returned.
+func (b *Broker) fillAndRelease(ctx context.Context, missing func() int, fill func(context.Context) (int, error)) error {
 	defer func() { <-b.lane }()
 	b.mu.Lock()
-	if b.poolClosed || b.pool.Missing() == 0 || b.closed.Load() {
+	if b.poolClosed || b.closed.Load() || (missing != nil && missing() == 0) {
 		b.mu.Unlock()
-		return
+		return nil
 	}
 	b.refills.Add(1)
 	b.mu.Unlock()
@@ -171,16 +262,18 @@ func (b *Broker) refillAndRelease(ctx context.Context) {
 	// A prepare is not cut short by a shutdown: an abandoned one can leave
 	// the runtime unusable. It has its own deadline.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), RefillTimeout)
-	_, err := b.pool.Fill(fctx)
+	_, err := fill(fctx)
 	fcancel()
 	elapsed := clock.Now() - start
 	if err != nil {
 		b.o.Audit.Lifecycle(LifecyclePoolFillFailed, err.Error())
 	}
 	Prioritized(func() { WaitForBucket(hctx, clock, start, elapsed) })
+	return err
 }
 
-// Close waits for a refill under way (its prepare is not cut short),
+// Close waits for a refill or a step of the first fill under way (its
+// prepare is not cut short; the first fill takes no further step),
 // destroys the warm pool's idle sandboxes, all under PoolCloseTimeout even
 // when ctx has ended, and records the pool's counters: warm and cold
 // takes, and how many idle sandboxes it destroyed. Call it once the

@@ -34,6 +34,7 @@ type pooledSandbox struct {
 	s         *pooledSandboxes
 	t         isolate.Template
 	n         int
+	at        time.Duration // the clock when its prepare began (with a clock)
 	jobs      int
 	destroyed bool
 }
@@ -44,6 +45,9 @@ func (s *pooledSandboxes) prepare(t isolate.Template) (isolate.Sandbox, error) {
 		s.overlaps = append(s.overlaps, t.Repo)
 	}
 	sb := &pooledSandbox{s: s, t: t, n: len(s.made)}
+	if s.clock != nil {
+		sb.at = s.clock.Now()
+	}
 	s.made = append(s.made, sb)
 	gate := s.gate
 	s.mu.Unlock()
@@ -147,8 +151,8 @@ func TestWarmPoolZeroIsTodaysPipeline(t *testing.T) {
 	assert.NotContains(t, readAudit(t, audit), `"event":"pool-`)
 }
 
-// TestWarmPoolWindow checks where the pool's work falls: the start-up fill
-// before any request; inside a request only the exec and the destroy,
+// TestWarmPoolWindow checks where the pool's work falls: the first fill
+// before this request, held to its own bucket; inside a request only the exec and the destroy,
 // between the freeze and the bucket, as a cold run would be; the refill
 // only after the response and the thaw, held to its own bucket. The job
 // runs in the sandbox prepared ahead, and the refill makes a new one.
@@ -171,7 +175,7 @@ func TestWarmPoolWindow(t *testing.T) {
 	log.add("refilled")
 
 	assert.Equal(t, `{"status":"ok","result":true}`, string(body))
-	assert.Equal(t, []string{"prepare", "filled", "freeze", "exec", "destroy", "bucket", "thaw", "respond", "prepare", "bucket", "refilled"}, log.list())
+	assert.Equal(t, []string{"prepare", "bucket", "filled", "freeze", "exec", "destroy", "bucket", "thaw", "respond", "prepare", "bucket", "refilled"}, log.list())
 	assert.Equal(t, 10*time.Millisecond, answered, "the warm request is in the 10 ms bucket: its prepare was outside")
 	assert.Equal(t, 100*time.Millisecond, log.at["refilled"]-log.at["respond"], "the refill holds the lane to the bucket of its own 20 ms")
 	assert.Zero(t, rt.runs(), "the runtime's own Run is not used with a pool")
@@ -227,6 +231,38 @@ func TestWarmPoolKeysBySeed(t *testing.T) {
 	require.NoError(t, b.Close(ctx))
 }
 
+// waiting fails the test when done delivers within 200 ms: what it
+// stands for must still be waiting. It tests an order, not a time: 200 ms
+// is every chance for something that ignores what it waits for to finish.
+func waiting[T any](t *testing.T, done <-chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-done:
+		t.Fatalf("%s finished (%v)", what, v)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// blockingBroker is a second broker on lane (sealed probes beside
+// queries), without a pool, whose job counts as running in sup, logs
+// other-exec and other-end, and blocks until release is closed; started
+// is closed once it runs.
+func blockingBroker(t *testing.T, sup *pooledSandboxes, lane chan struct{}, seed Seed) (other *Broker, started, release chan struct{}) {
+	t.Helper()
+	other, ort, _ := pooledBroker(t, 0, nil, NewMonotonicClock(), nil, lane, seed)
+	release, started = make(chan struct{}), make(chan struct{})
+	ort.outcome = func(isolate.Spec) isolate.Outcome {
+		sup.jobStarted()
+		defer sup.jobEnded()
+		sup.log.add("other-exec")
+		close(started)
+		<-release
+		sup.log.add("other-end")
+		return isolate.Outcome{Kind: isolate.KindOK, Output: []byte("true")}
+	}
+	return other, started, release
+}
+
 // TestRefillNeverOverlapsAJob: a refill that is due while another broker
 // of the lane runs a job waits for that job to end; and through the
 // server, the refill starts only once the response has been written (a
@@ -238,20 +274,7 @@ func TestRefillNeverOverlapsAJob(t *testing.T) {
 	lane := make(chan struct{}, 1)
 	seed := Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "public"}
 	q, _, _ := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, lane, seed)
-	// A second broker on the same lane (sealed probes beside queries),
-	// without a pool, whose job blocks until released.
-	other, ort, _ := pooledBroker(t, 0, nil, NewMonotonicClock(), nil, lane, seed)
-	release := make(chan struct{})
-	started := make(chan struct{})
-	ort.outcome = func(isolate.Spec) isolate.Outcome {
-		sup.jobStarted()
-		defer sup.jobEnded()
-		log.add("other-exec")
-		close(started)
-		<-release
-		log.add("other-end")
-		return isolate.Outcome{Kind: isolate.KindOK, Output: []byte("true")}
-	}
+	other, started, release := blockingBroker(t, sup, lane, seed)
 	ctx := context.Background()
 	require.NoError(t, q.FillPool(ctx))
 	require.Equal(t, `{"status":"ok","result":true}`, string(q.Handle(ctx, queryReq("o/r", boolS, script))))
@@ -263,11 +286,7 @@ func TestRefillNeverOverlapsAJob(t *testing.T) {
 	refilled := make(chan struct{})
 	go func() { q.Refill(ctx); close(refilled) }()
 	// Give a refill that ignored the lane every chance to run now.
-	select {
-	case <-refilled:
-		t.Fatal("the refill finished while another broker's job ran")
-	case <-time.After(200 * time.Millisecond):
-	}
+	waiting(t, refilled, "the refill, while another broker's job ran,")
 	close(release)
 	assert.Equal(t, `{"status":"ok","result":true}`, string(<-otherDone))
 	<-refilled
@@ -305,11 +324,7 @@ func TestRefillNeverOverlapsAJob(t *testing.T) {
 		// Close waits for the refill's prepare before destroying.
 		closed := make(chan error, 1)
 		go func() { closed <- q.Close(ctx) }()
-		select {
-		case err := <-closed:
-			t.Fatalf("Close returned (%v) while a refill was preparing", err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		waiting(t, closed, "Close, while a refill was preparing,")
 		close(gate)
 		require.NoError(t, <-closed)
 		made, overlaps := sup.state()
@@ -350,4 +365,157 @@ func TestServerRefillsBeforeTheNextJob(t *testing.T) {
 	require.NoError(t, q.Close(ctx))
 	_, overlaps := sup.state()
 	assert.Empty(t, overlaps)
+}
+
+// threeSeeds are the seeds of the first-fill tests, in fill order.
+var threeSeeds = []Seed{
+	{Repo: "o/a", Dir: "/seeds/a", Sensitivity: "public"},
+	{Repo: "o/b", Dir: "/seeds/b", Sensitivity: "public"},
+	{Repo: "o/c", Dir: "/seeds/c", Sensitivity: "public"},
+}
+
+// repos is the seed of each sandbox made, in order.
+func repos(made []pooledSandbox) []string {
+	var out []string
+	for _, sb := range made {
+		out = append(out, sb.t.Repo)
+	}
+	return out
+}
+
+// TestFirstFillServesMeanwhile: the first fill runs while the server
+// answers, one seed per hold of the lane. A request that arrives during
+// the first seed's step waits for that step only, and takes the lane at
+// the bucket of the step's own 20 ms (100 ms), never at its end; it runs
+// cold for a seed the fill has not reached, its refill does not do the
+// fill's work, and the fill then goes on to the other seeds and records
+// pool-filled once all are done.
+func TestFirstFillServesMeanwhile(t *testing.T) {
+	clock := &fakeClock{}
+	gate := make(chan struct{})
+	sup := &pooledSandboxes{log: &eventLog{clock: clock}, clock: clock, gate: gate}
+	b, _, audit := pooledBroker(t, 1, sup, clock, nil, nil, threeSeeds...)
+	ctx := context.Background()
+	filled := make(chan error, 1)
+	go func() { filled <- b.FillPool(ctx) }()
+	defer func() {
+		// A step still at the gate (after a failure) may go on.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case gate <- struct{}{}:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		require.NoError(t, b.Close(ctx))
+		made, _ := sup.state()
+		for _, sb := range made {
+			assert.True(t, sb.destroyed, "sandbox %d outlived Close", sb.n)
+		}
+	}()
+	// The first step prepares for o/a, held at the gate with the lane.
+	require.Eventually(t, func() bool { made, _ := sup.state(); return len(made) == 1 }, 10*time.Second, time.Millisecond)
+
+	srv, sock, done := serveOn(t, b)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(sctx))
+		assert.NoError(t, <-done)
+	}()
+	ts := &testServer{sock: sock}
+	answered := make(chan string, 1)
+	go func() { answered <- ts.raw(t, curlRequest("o/c", boolS, script)) }()
+	require.Eventually(t, func() bool { return b.Used() == 1 }, 10*time.Second, time.Millisecond)
+	// Give the request time to queue on the lane behind the step.
+	time.Sleep(100 * time.Millisecond)
+	gate <- struct{}{} // o/a's step ends; the request is next on the lane
+	gate <- struct{}{} // the request's own cold prepare, for o/c
+	assert.Equal(t, okResponse(`{"status":"ok","result":true}`), <-answered)
+	select {
+	case err := <-filled:
+		t.Fatalf("the first fill finished (%v) before the other seeds' steps", err)
+	default:
+	}
+	// The next step (o/b's) may have begun its prepare by now.
+	made, _ := sup.state()
+	require.GreaterOrEqual(t, len(made), 2)
+	require.Equal(t, []string{"/seeds/a", "/seeds/c"}, repos(made)[:2], "the request waited for one seed's step, and its refill prepared nothing")
+	assert.Equal(t, 100*time.Millisecond, made[1].at, "the request took the lane at the step's bucket")
+	assert.Equal(t, 1, made[1].jobs)
+	assert.NotContains(t, readAudit(t, audit), `"event":"pool-filled"`)
+
+	gate <- struct{}{} // o/b's step
+	gate <- struct{}{} // o/c's step
+	require.NoError(t, <-filled)
+	made, overlaps := sup.state()
+	assert.Equal(t, []string{"/seeds/a", "/seeds/c", "/seeds/b", "/seeds/c"}, repos(made))
+	// o/b and o/c were prepared by two steps, the second at the first's
+	// bucket, not by the request's refill in one hold.
+	assert.Equal(t, 100*time.Millisecond, made[3].at-made[2].at, "each seed's step holds the lane to its own bucket")
+	assert.Empty(t, overlaps)
+	st := b.pool.Stats()
+	assert.Equal(t, 3, st.Idle)
+	assert.Equal(t, 1, st.Cold, "the request for a seed not reached yet ran cold")
+	assert.Zero(t, st.Warm)
+	assert.Contains(t, readAudit(t, audit), `"event":"pool-filled","detail":"idle=3 seeds=3 size=1 backend=fake"`)
+}
+
+// TestFirstFillNeverOverlapsAJob: the first fill waits for a job of
+// another broker on the lane, and prepares nothing while it runs.
+func TestFirstFillNeverOverlapsAJob(t *testing.T) {
+	log := &eventLog{clock: &fakeClock{}}
+	sup := &pooledSandboxes{log: log}
+	lane := make(chan struct{}, 1)
+	q, _, _ := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, lane, threeSeeds[:2]...)
+	other, started, release := blockingBroker(t, sup, lane, threeSeeds[0])
+	ctx := context.Background()
+	otherDone := make(chan []byte, 1)
+	go func() { otherDone <- other.Handle(ctx, queryReq("o/a", boolS, script)) }()
+	<-started
+	filled := make(chan error, 1)
+	go func() { filled <- q.FillPool(ctx) }()
+	waiting(t, filled, "the first fill, while another broker's job ran,")
+	close(release)
+	assert.Equal(t, `{"status":"ok","result":true}`, string(<-otherDone))
+	require.NoError(t, <-filled)
+	made, overlaps := sup.state()
+	assert.Empty(t, overlaps, "a sandbox was prepared while a job ran")
+	assert.Equal(t, []string{"/seeds/a", "/seeds/b"}, repos(made))
+	assert.Equal(t, []string{"other-exec", "other-end", "prepare", "prepare"}, log.list())
+	require.NoError(t, q.Close(ctx))
+}
+
+// TestCloseDuringTheFirstFill: Close waits for the step under way (its
+// prepare is not cut short), the fill goes no further, everything it
+// prepared is destroyed, and no pool-filled record is written.
+func TestCloseDuringTheFirstFill(t *testing.T) {
+	gate := make(chan struct{})
+	sup := &pooledSandboxes{log: &eventLog{clock: &fakeClock{}}, gate: gate}
+	b, _, audit := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, nil, threeSeeds...)
+	ctx := context.Background()
+	filled := make(chan error, 1)
+	go func() { filled <- b.FillPool(ctx) }()
+	gate <- struct{}{} // o/a's step
+	// o/b's step is held at the gate, mid-prepare.
+	require.Eventually(t, func() bool { made, _ := sup.state(); return len(made) == 2 }, 10*time.Second, time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close(ctx) }()
+	waiting(t, closed, "Close, while the first fill was preparing,")
+	gate <- struct{}{}
+	require.NoError(t, <-closed)
+	require.NoError(t, <-filled)
+	made, _ := sup.state()
+	assert.Equal(t, []string{"/seeds/a", "/seeds/b"}, repos(made), "the fill stops at Close")
+	for _, sb := range made {
+		assert.True(t, sb.destroyed, "sandbox %d outlived Close", sb.n)
+	}
+	assert.Zero(t, b.pool.Stats().Idle)
+	a := readAudit(t, audit)
+	assert.NotContains(t, a, `"event":"pool-filled"`)
+	assert.Contains(t, a, `"event":"pool-closed"`)
 }

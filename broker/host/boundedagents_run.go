@@ -285,16 +285,14 @@ func (as *agentServer) start(ctx context.Context, s Spec, a AgentSpec, pol *poli
 	if as.b, err = newAgentBroker(s, a, er, bs, pol, as.audit, tel, lane, freezer, as.ctl, warm); err != nil {
 		return err
 	}
-	// The enclaves are prepared before the socket exists, on the lane; a
-	// fill that left the runtime unusable fails the start closed, any
-	// other failure leaves that seed's next invocation cold (audited), as
-	// for the query pool.
-	if err := as.b.FillPool(ctx); err != nil {
-		if uerr := as.rt.Usable(); uerr != nil {
-			return fmt.Errorf("bounded agents: warm pool: %w", uerr)
-		}
+	if err := as.serve(s, a.SocketDir, a.Socket, a.Runtime, len(bs), a.MaxInvocations); err != nil {
+		return err
 	}
-	return as.serve(s, a.SocketDir, a.Socket, a.Runtime, len(bs), a.MaxInvocations)
+	// The enclaves are prepared once the socket exists, on the lane, one
+	// seed per hold, as for the query pool (Serve); a failure leaves that
+	// seed's next invocation cold (audited). stop's Close waits for it.
+	go func(b *broker.Broker) { _ = b.FillPool(ctx) }(as.b)
+	return nil
 }
 
 // releaseAgentSeeds releases the bounded-agent seeds, if any were staged.

@@ -247,19 +247,14 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 	if err != nil {
 		return fail("broker-invalid", err)
 	}
-	// The warm pool fills before the agent starts; its idle sandboxes go
-	// before the runtime's last sweep (deferred earlier, so run later).
-	// A fill that left the runtime unusable fails the start closed.
+	// The warm pool fills once the broker is ready (below); its idle
+	// sandboxes go before the runtime's last sweep (deferred earlier, so
+	// run later), and Close waits for the fill's step under way.
 	defer func() {
 		if cerr := b.Close(ctx); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if err := b.FillPool(ctx); err != nil {
-		if uerr := rt.Usable(); uerr != nil {
-			return fail("pool-fill-failed", fmt.Errorf("warm pool: %w", uerr))
-		}
-	}
 	if s.Probe != nil {
 		ps, perr := startProbes(ctx, s, pol, tel, lane, freezer)
 		if perr != nil {
@@ -307,6 +302,12 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		_, _ = io.WriteString(ready, "ready\n")
 		ready.Close()
 	}
+	// The first fill runs now, one seed per hold of the lane, so that
+	// many seeds do not delay readiness; a request meanwhile waits for
+	// one seed's step at most, or runs cold. Its failures are audited;
+	// a fill that leaves the runtime unusable fails every later request
+	// closed, as a refill's would.
+	go func() { _ = b.FillPool(ctx) }()
 	// An accept loop that fails ends the broker with its error, after the
 	// shutdown below: the run must not look like a clean stop.
 	var serveErr error
