@@ -61,22 +61,20 @@ def libc():
         _libc.syscall.restype = ctypes.c_long
     return _libc
 
+# NR maps a system call's name to its number on this machine: one row a
+# call, (x86_64, aarch64).
 NR = {
-    "x86_64": {"unshare": 272, "setns": 308, "mount": 165, "chroot": 161, "ptrace": 101,
-               "bpf": 321, "add_key": 248, "keyctl": 250, "userfaultfd": 323,
-               "perf_event_open": 298, "io_uring_setup": 425, "clone": 56, "clone3": 435,
-               "getpid": 39, "memfd_create": 319, "pidfd_open": 434, "open_by_handle_at": 304,
-               "kexec_load": 246, "init_module": 175, "reboot": 169, "swapon": 167,
-               "syslog": 103, "process_vm_readv": 310, "mknodat": 259, "fsopen": 430,
-               "open_tree": 428, "setuid": 105},
-    "aarch64": {"unshare": 97, "setns": 268, "mount": 40, "chroot": 51, "ptrace": 117,
-                "bpf": 280, "add_key": 217, "keyctl": 219, "userfaultfd": 282,
-                "perf_event_open": 241, "io_uring_setup": 425, "clone": 220, "clone3": 435,
-                "getpid": 172, "memfd_create": 279, "pidfd_open": 434, "open_by_handle_at": 265,
-                "kexec_load": 104, "init_module": 105, "reboot": 142, "swapon": 224,
-                "syslog": 116, "process_vm_readv": 270, "mknodat": 33, "fsopen": 430,
-                "open_tree": 428, "setuid": 146},
-}.get(os.uname().machine, {})
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "chroot": (161, 51),
+    "ptrace": (101, 117), "bpf": (321, 280), "add_key": (248, 217), "keyctl": (250, 219),
+    "userfaultfd": (323, 282), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
+    "clone": (56, 220), "clone3": (435, 435), "getpid": (39, 172), "memfd_create": (319, 279),
+    "pidfd_open": (434, 434), "open_by_handle_at": (304, 265), "kexec_load": (246, 104),
+    "init_module": (175, 105), "reboot": (169, 142), "swapon": (167, 224), "syslog": (103, 116),
+    "process_vm_readv": (310, 270), "mknodat": (259, 33), "fsopen": (430, 430),
+    "open_tree": (428, 428), "setuid": (105, 146),
+}
+_arch = {"x86_64": 0, "aarch64": 1}.get(os.uname().machine)
+NR = {} if _arch is None else {n: v[_arch] for n, v in NR.items()}
 
 def sysc(name, *args):
     """Make a raw system call; return ("ok", value) or (errno name, -1)."""
@@ -89,6 +87,28 @@ def sysc(name, *args):
     if r == -1:
         return (ename(ctypes.get_errno()), -1)
     return ("ok", r)
+
+def write_open(p):
+    """A step for attempt: open p for writing; "masked" when it is the /dev/null of a mask."""
+    def f():
+        fd = os.open(p, os.O_WRONLY)
+        m = masked(fd)
+        os.close(fd)
+        return "masked" if m else None
+    return f
+
+def connect(family, addr):
+    """Open a stream socket of family and connect it to addr: the errno outcome of each."""
+    import socket
+    res = {"socket": "ok", "connect": "other"}
+    try:
+        step("socket")
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(2)
+        res["connect"] = attempt("connect", lambda: s.connect(addr))
+    except OSError as e:
+        res["socket"] = oserr(e)
+    return res
 
 def walk_names(top, skip=("/proc", "/sys", "/dev")):
     """Yield every path under top, without following links, skipping pseudo filesystems."""
