@@ -111,15 +111,13 @@ func agentOptions(dir string, iss CapabilityIssuer) AgentOptions {
 func newAgentBroker(t testing.TB, maxInv int, seeds ...Seed) *agentBroker {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-agent.jsonl")
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a := testAudit(t, dir, "bounded-agent.jsonl")
 	iss := &fakeIssuer{}
 	k, err := NewAgentKind(agentOptions(dir, iss))
 	require.NoError(t, err)
 	clock := &fakeClock{}
 	rt := &fakeEnclaveRuntime{fakeRuntime: fakeRuntime{clock: clock, cost: 40 * time.Millisecond}, iss: iss}
-	b, err := New(Options{Kind: k, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: k, Runtime: rt, Template: testTemplate(),
 		Seeds: seeds, MaxInvocations: maxInv, Timeout: 120 * time.Second, Clock: clock, Audit: a})
 	require.NoError(t, err)
 	return &agentBroker{b: b, rt: rt, iss: iss, clock: clock, dir: dir}

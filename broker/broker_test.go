@@ -21,15 +21,29 @@ type testBroker struct {
 	dir   string
 }
 
+// testAudit opens the audit log file under dir/audit, closed when the test
+// ends.
+func testAudit(t testing.TB, dir, file string) *Audit {
+	t.Helper()
+	a, err := OpenAudit(filepath.Join(dir, "audit"), file)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// testTemplate is the template of every test broker: run id "r" and the
+// default limits.
+func testTemplate() isolate.Template {
+	return isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()}
+}
+
 func newTestBroker(t testing.TB, maxInv int, seeds ...Seed) *testBroker {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-query.jsonl")
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a := testAudit(t, dir, "bounded-query.jsonl")
 	clock := &fakeClock{}
 	rt := &fakeRuntime{clock: clock, cost: 40 * time.Millisecond}
-	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: testTemplate(),
 		Seeds: seeds, MaxInvocations: maxInv, Timeout: 30 * time.Second, Clock: clock, Audit: a})
 	require.NoError(t, err)
 	return &testBroker{b: b, rt: rt, clock: clock, dir: dir}

@@ -130,9 +130,7 @@ func TestFreezeAroundMeteredQueries(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-query.jsonl")
-			require.NoError(t, err)
-			t.Cleanup(func() { a.Close() })
+			a := testAudit(t, dir, "bounded-query.jsonl")
 			clock := &fakeClock{}
 			log := &eventLog{clock: clock}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -146,7 +144,7 @@ func TestFreezeAroundMeteredQueries(t *testing.T) {
 				return isolate.Outcome{Kind: isolate.KindOK, Output: []byte("true")}
 			}
 			fr := &fakeFreezer{log: log, cost: tc.freezeCost, freeze: tc.freeze, thawErr: tc.thawErr}
-			b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+			b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: testTemplate(),
 				Seeds: []Seed{{Repo: "o/r", Dir: "/s", Sensitivity: tc.sensitivity}}, MaxInvocations: 8, Timeout: 30 * time.Second,
 				Clock: loggingClock{clock, log}, Audit: a, Freezer: fr, FreezeTimeout: 20 * time.Millisecond})
 			require.NoError(t, err)

@@ -23,14 +23,12 @@ const probeErr = `{"result":"ERROR"}`
 func newProbeBroker(t testing.TB, maxInv int) *testBroker {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := OpenAudit(filepath.Join(dir, "audit"), "sealed-probe.jsonl")
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a := testAudit(t, dir, "sealed-probe.jsonl")
 	clock := &fakeClock{}
 	rt := &fakeRuntime{clock: clock, cost: 40 * time.Millisecond, outcome: func(s isolate.Spec) isolate.Outcome {
 		return isolate.Outcome{Kind: isolate.KindOK, Output: s.Job.Script}
 	}}
-	b, err := New(Options{Kind: ProbeKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: ProbeKind{}, Runtime: rt, Template: testTemplate(),
 		Seeds: []Seed{{Repo: "o/r", Dir: "/s", Sensitivity: proto.SensitivitySealed}}, MaxInvocations: maxInv,
 		Timeout: 30 * time.Second, Clock: clock, Audit: a})
 	require.NoError(t, err)
@@ -250,7 +248,7 @@ func TestSharedLane(t *testing.T) {
 		a, err := OpenAudit(filepath.Join(t.TempDir(), "audit"), "a.jsonl")
 		require.NoError(t, err)
 		t.Cleanup(func() { a.Close() })
-		b, err := New(Options{Kind: k, Runtime: &fakeRuntime{outcome: slow}, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+		b, err := New(Options{Kind: k, Runtime: &fakeRuntime{outcome: slow}, Template: testTemplate(),
 			Seeds: []Seed{{Repo: "o/r", Dir: "/s", Sensitivity: sens}}, MaxInvocations: 32, Timeout: time.Second,
 			Clock: &fakeClock{}, Audit: a, Lane: lane})
 		require.NoError(t, err)

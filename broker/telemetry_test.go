@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awf-project/awf/isolate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -47,7 +46,7 @@ func TestTelemetryEveryAnsweredJobAndCountExhaustion(t *testing.T) {
 	defer tel.Close()
 	clock := &fakeClock{}
 	rt := &fakeRuntime{clock: clock, cost: 40 * time.Millisecond}
-	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: testTemplate(),
 		Seeds: []Seed{{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "public"}}, MaxInvocations: 3,
 		Timeout: 30 * time.Second, Clock: clock, Audit: a, Telemetry: tel})
 	require.NoError(t, err)
