@@ -147,15 +147,11 @@ func (c *copier) entry(ctx context.Context, srcFd, dstFd int, name, rel string, 
 	if c.files > c.l.MaxFiles {
 		return fmt.Errorf("%w: more than %d entries", ErrCopyLimit, c.l.MaxFiles)
 	}
-	pfd, err := openBeneath(srcFd, name, unix.O_PATH)
+	e, err := openEntry(srcFd, name, rel, depth)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", rel, err)
+		return err
 	}
-	defer unix.Close(pfd)
-	e := &entry{Parent: srcFd, Name: name, Rel: rel, Depth: depth, Fd: pfd}
-	if err := unix.Fstat(pfd, &e.Stat); err != nil {
-		return fmt.Errorf("stat %s: %w", rel, err)
-	}
+	defer unix.Close(e.Fd)
 	switch e.typ() {
 	case unix.S_IFDIR:
 		if depth > c.l.MaxDepth {

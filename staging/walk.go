@@ -63,6 +63,22 @@ type entry struct {
 	Stat   unix.Stat_t
 }
 
+// openEntry opens name below dirfd as an O_PATH descriptor, following no
+// link, and stats it: the one way the walker and the copier inspect an
+// entry before they decide anything about it. The caller closes e.Fd.
+func openEntry(dirfd int, name, rel string, depth int) (*entry, error) {
+	fd, err := openBeneath(dirfd, name, unix.O_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", rel, err)
+	}
+	e := &entry{Parent: dirfd, Name: name, Rel: rel, Depth: depth, Fd: fd}
+	if err := unix.Fstat(fd, &e.Stat); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat %s: %w", rel, err)
+	}
+	return e, nil
+}
+
 // typ returns the file type bits of the entry.
 func (e *entry) typ() uint32 { return e.Stat.Mode & unix.S_IFMT }
 
@@ -115,15 +131,11 @@ func (w *walker) walk(ctx context.Context, dirfd int, rel string, depth int) err
 }
 
 func (w *walker) visit(ctx context.Context, dirfd int, name, rel string, depth int) error {
-	fd, err := openBeneath(dirfd, name, unix.O_PATH)
+	e, err := openEntry(dirfd, name, rel, depth)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", rel, err)
+		return err
 	}
-	defer unix.Close(fd)
-	e := &entry{Parent: dirfd, Name: name, Rel: rel, Depth: depth, Fd: fd}
-	if err := unix.Fstat(fd, &e.Stat); err != nil {
-		return fmt.Errorf("stat %s: %w", rel, err)
-	}
+	defer unix.Close(e.Fd)
 	if w.Pre != nil {
 		err := w.Pre(e)
 		if errors.Is(err, errSkipDir) {
