@@ -30,24 +30,18 @@ r["ids"] = [os.getuid(), os.geteuid(), os.getgid(), os.getegid()]
 r["groups"] = os.getgroups()
 r["visible"] = [p for p in sys.argv[1:] + ["/etc/shadow", "/root", "/home", "/usr/local", "/var", "/bin/sh",
     "/sys/fs/cgroup", "/usr/lib/python3/dist-packages"] if os.path.lexists(p)]
-ro = {}
-for p in ("/usr/bin/x", "/etc/x", "/x", "/awf/x", "/awf/query-script.py"):
-    try:
-        with open(p, "w") as f:
-            f.write("x")
-        ro[p] = 0
-    except OSError as e:
-        ro[p] = e.errno
-r["readonly"] = ro
-wr = {}
-for p in ("/tmp/x", "/query/x", "/query/repo/x"):
-    try:
-        with open(p, "w") as f:
-            f.write("x")
-        wr[p] = 0
-    except OSError as e:
-        wr[p] = e.errno
-r["writable"] = wr
+def write_errnos(paths):
+    out = {}
+    for p in paths:
+        try:
+            with open(p, "w") as f:
+                f.write("x")
+            out[p] = 0
+        except OSError as e:
+            out[p] = e.errno
+    return out
+r["readonly"] = write_errnos(("/usr/bin/x", "/etc/x", "/x", "/awf/x", "/awf/query-script.py"))
+r["writable"] = write_errnos(("/tmp/x", "/query/x", "/query/repo/x"))
 r["hostname"] = os.uname().nodename
 r["pid"] = os.getpid()
 r["root"] = sorted(os.listdir("/"))

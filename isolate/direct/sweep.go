@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -58,21 +59,24 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 				Scratch: filepath.Join(r.scratch, id), CgroupPaths: r.cg.leafPaths(id)}
 		}
 	}
-	roots, _ := os.ReadDir(r.roots)
-	for _, de := range roots {
-		name := "root-" + de.Name()
-		if known[name] || r.isActive(name) || !idPattern.MatchString(de.Name()) {
-			continue
+	// Root binds and views: the entry's name is the directory's with a
+	// prefix.
+	for _, k := range []struct {
+		dir, prefix string
+		pattern     *regexp.Regexp
+		entry       func(name, path string) entry
+	}{
+		{r.roots, "root-", idPattern, func(name, p string) entry { return entry{Kind: entryRoot, Name: name, Mount: p} }},
+		{r.viewDir, "view-", viewNamePattern, func(name, p string) entry { return entry{Kind: entryView, Name: name, View: p} }},
+	} {
+		des, _ := os.ReadDir(k.dir)
+		for _, de := range des {
+			name := k.prefix + de.Name()
+			if known[name] || r.isActive(name) || !k.pattern.MatchString(de.Name()) {
+				continue
+			}
+			unjournalled[name] = k.entry(name, filepath.Join(k.dir, de.Name()))
 		}
-		unjournalled[name] = entry{Kind: entryRoot, Name: name, Mount: filepath.Join(r.roots, de.Name())}
-	}
-	views, _ := os.ReadDir(r.viewDir)
-	for _, de := range views {
-		name := "view-" + de.Name()
-		if known[name] || r.isActive(name) || !viewNamePattern.MatchString(de.Name()) {
-			continue
-		}
-		unjournalled[name] = entry{Kind: entryView, Name: name, View: filepath.Join(r.viewDir, de.Name())}
 	}
 	for name, e := range unjournalled {
 		if err := r.reclaim(ctx, e); err != nil {

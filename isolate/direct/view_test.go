@@ -29,27 +29,16 @@ def attempt(f):
         return "ok"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
-def modify():
-    with open(R + "/a.txt", "a") as f:
-        f.write("changed\n")
-def truncate():
-    with open(R + "/sub/deep/c.txt", "w") as f:
-        f.write("rewritten\n")
-def create_sub():
-    with open(R + "/sub/new.txt", "w") as f:
-        f.write("new\n")
-def create_top():
-    with open(R + "/top.txt", "w") as f:
-        f.write("top\n")
-def mkdir_sub():
-    os.mkdir(R + "/sub/newdir")
+def write(path, mode, text):
+    with open(R + path, mode) as f:
+        f.write(text)
 r = {
-    "modify": attempt(modify),
-    "truncate": attempt(truncate),
+    "modify": attempt(lambda: write("/a.txt", "a", "changed\n")),
+    "truncate": attempt(lambda: write("/sub/deep/c.txt", "w", "rewritten\n")),
     "delete": attempt(lambda: os.unlink(R + "/sub/b.txt")),
-    "create_sub": attempt(create_sub),
-    "create_top": attempt(create_top),
-    "mkdir_sub": attempt(mkdir_sub),
+    "create_sub": attempt(lambda: write("/sub/new.txt", "w", "new\n")),
+    "create_top": attempt(lambda: write("/top.txt", "w", "top\n")),
+    "mkdir_sub": attempt(lambda: os.mkdir(R + "/sub/newdir")),
     "chmod": attempt(lambda: os.chmod(R + "/a.txt", 0o600)),
     "chmod_exec": attempt(lambda: os.chmod(R + "/run.sh", 0o700)),
     "rename": attempt(lambda: os.rename(R + "/sub/deep/c.txt", R + "/sub/c-moved.txt")),
