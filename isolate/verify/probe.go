@@ -222,17 +222,24 @@ func errnoFields(names ...string) string {
 // blocked reports whether an errno outcome means the attack did not work.
 func blocked(v string) bool { return v != "ok" && v != "" }
 
+// outcomes returns "field=value" for each named field of the answer, the
+// evidence of the step checks, and the fields whose value matches (none
+// when match is nil).
+func (c *probeCtx) outcomes(fields []string, match func(v string) bool) (how, matched []string) {
+	for _, f := range fields {
+		v := c.str(f)
+		how = append(how, f+"="+v)
+		if match != nil && match(v) {
+			matched = append(matched, f)
+		}
+	}
+	return how, matched
+}
+
 // checkAllBlocked passes when every named errno field is not "ok".
 func checkAllBlocked(fields ...string) func(c *probeCtx) (Status, string) {
 	return func(c *probeCtx) (Status, string) {
-		var worked, how []string
-		for _, f := range fields {
-			v := c.str(f)
-			how = append(how, f+"="+v)
-			if !blocked(v) {
-				worked = append(worked, f)
-			}
-		}
+		how, worked := c.outcomes(fields, func(v string) bool { return !blocked(v) })
 		if len(worked) > 0 {
 			return Fail, fmt.Sprintf("the attack worked: %s succeeded (%s)", strings.Join(worked, ", "), strings.Join(how, " "))
 		}
@@ -244,16 +251,8 @@ func checkAllBlocked(fields ...string) func(c *probeCtx) (Status, string) {
 // attack was blocked.
 func checkAnyBlocked(fields ...string) func(c *probeCtx) (Status, string) {
 	return func(c *probeCtx) (Status, string) {
-		var how []string
-		stopped := false
-		for _, f := range fields {
-			v := c.str(f)
-			how = append(how, f+"="+v)
-			if blocked(v) {
-				stopped = true
-			}
-		}
-		if !stopped {
+		how, stopped := c.outcomes(fields, blocked)
+		if len(stopped) == 0 {
 			return Fail, "the attack worked: every step succeeded (" + strings.Join(how, " ") + ")"
 		}
 		return Pass, "blocked: " + strings.Join(how, " ")

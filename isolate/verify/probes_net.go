@@ -141,10 +141,7 @@ func networkProbes() []Probe {
 // listener saw nothing during the probe.
 func checkListener(name string, fields ...string) func(c *probeCtx) (Status, string) {
 	return func(c *probeCtx) (Status, string) {
-		var how []string
-		for _, f := range fields {
-			how = append(how, f+"="+c.str(f))
-		}
+		how, _ := c.outcomes(fields, nil)
 		if c.hits[name] > 0 || c.str(fields[len(fields)-1]) == "ok" {
 			return Fail, fmt.Sprintf("connected to the host listener (%s; host saw %d connections)", strings.Join(how, " "), c.hits[name])
 		}

@@ -18,14 +18,7 @@ var deniedErrnos = []string{"EPERM", "EACCES", "ENOSYS"}
 // filter does not deny it.
 func checkDenied(fields ...string) func(c *probeCtx) (Status, string) {
 	return func(c *probeCtx) (Status, string) {
-		var bad, how []string
-		for _, f := range fields {
-			v := c.str(f)
-			how = append(how, f+"="+v)
-			if !oneOf(v, deniedErrnos...) {
-				bad = append(bad, f)
-			}
-		}
+		how, bad := c.outcomes(fields, func(v string) bool { return !oneOf(v, deniedErrnos...) })
 		if len(bad) > 0 {
 			return Fail, fmt.Sprintf("not denied: %s reached the kernel (%s)", strings.Join(bad, ", "), strings.Join(how, " "))
 		}
