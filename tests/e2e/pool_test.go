@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,12 +57,22 @@ rm -f /tmp/w.$$.py /tmp/r.$$.py /tmp/n.$$.py
 				assert.Empty(t, events, "no pool, no pool records")
 				return
 			}
-			assert.Equal(t, "idle=4 seeds=2 size=2 backend=direct", events["pool-filled"])
+			// The first fill runs after the broker is ready, one seed a
+			// step, so a query may take a sandbox before the record is
+			// written (idle below 4), or run cold for a seed no step has
+			// reached yet.
+			assert.Regexp(t, `^idle=[0-4] seeds=2 size=2 backend=direct$`, events["pool-filled"])
 			assert.NotContains(t, events, "pool-fill-failed")
 			assert.NotContains(t, events, "pool-close-failed")
 			// The refill follows each answer on the lane that answer's job
-			// held, so every query finds a prepared sandbox.
-			assert.Regexp(t, `^warm=4 cold=0 prepared=8 failed=0 destroyed=[34]$`, events["pool-closed"])
+			// held, so once a seed is filled its queries find a prepared
+			// sandbox: every query is counted, none failed.
+			m := regexp.MustCompile(`^warm=(\d+) cold=(\d+) prepared=\d+ failed=0 destroyed=\d+$`).FindStringSubmatch(events["pool-closed"])
+			require.NotNil(t, m, events["pool-closed"])
+			warm, _ := strconv.Atoi(m[1])
+			cold, _ := strconv.Atoi(m[2])
+			assert.Equal(t, 4, warm+cold, events["pool-closed"])
+			assert.LessOrEqual(t, cold, 2, "only a query before its seed's first step runs cold: %s", events["pool-closed"])
 		})
 	}
 	assertNoNewRunDirs(t, before)
