@@ -328,13 +328,21 @@ func RunIn(ctx context.Context, r Runtime, prepare func(context.Context) (Sandbo
 	out := sb.Exec(ctx, job)
 	out.Timings.Prepare = prep
 	t1 := time.Now()
-	// Destroy must run even when ctx is already done, with its own deadline.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	derr := sb.Destroy(dctx)
+	out, _ = DestroyAfter(ctx, sb, out, 10*time.Second, "destroy")
 	out.Timings.Destroy = time.Since(t1)
-	if derr != nil {
-		return Outcome{Kind: KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("destroy after %s: %v", out.Kind, derr), Timings: out.Timings}
-	}
 	return out
+}
+
+// DestroyAfter destroys sb, whose job ended with out, within d of its own:
+// Destroy must run even when ctx is already done. It returns out and true,
+// or, when Destroy fails, false and a cleanup-failed outcome whose detail
+// is what (the caller's name for the step), out's kind and the error,
+// keeping out's exit code and timings.
+func DestroyAfter(ctx context.Context, sb interface{ Destroy(context.Context) error }, out Outcome, d time.Duration, what string) (Outcome, bool) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	if err := sb.Destroy(dctx); err != nil {
+		return Outcome{Kind: KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("%s after %s: %v", what, out.Kind, err), Timings: out.Timings}, false
+	}
+	return out, true
 }

@@ -130,10 +130,9 @@ func (p *PreparedEnclave) run(ctx context.Context, files []enclave.RootFile, job
 			}
 		}
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := sb.Destroy(dctx); err != nil {
-		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("destroy enclave after %s: %v", out.Kind, err), Timings: out.Timings}, nil
+	out, destroyed := isolate.DestroyAfter(ctx, sb, out, 10*time.Second, "destroy enclave")
+	if !destroyed {
+		return out, nil
 	}
 	return out, transcript
 }

@@ -3,7 +3,6 @@ package gvisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -47,10 +46,9 @@ func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.
 	if b, kind, _ := workspace.ReadFileFrom(sb.ws.QueryDir(), filepath.Join(l.Out, l.Transcript), l.TranscriptBytes); kind == isolate.KindOK {
 		transcript = b
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := sb.Destroy(dctx); err != nil {
-		return isolate.Outcome{Kind: isolate.KindCleanupFailed, ExitCode: out.ExitCode, Detail: fmt.Sprintf("gvisor: destroy enclave after %s: %v", out.Kind, err), Timings: out.Timings}, nil
+	out, destroyed := isolate.DestroyAfter(ctx, sb, out, 30*time.Second, "gvisor: destroy enclave")
+	if !destroyed {
+		return out, nil
 	}
 	return out, transcript
 }
