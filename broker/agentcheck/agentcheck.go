@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/isolate/verify"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 )
 
@@ -329,8 +329,8 @@ func runProbes(ctx context.Context, fx *fixture, shimExe string, shim host.ShimA
 	}
 	defer stdinR.Close()
 	defer stdinW.Close()
-	var stdout capture
-	stderr := &watcher{line: readyLine, ready: make(chan struct{})}
+	stdout := &workspace.Capture{Max: maxCapture}
+	stderr := newWatcher(readyLine)
 	argv := []string{fx.probeBin, "isolate", "verify", "--agent-probes", fx.specPath}
 	type exit struct {
 		code int
@@ -339,11 +339,11 @@ func runProbes(ctx context.Context, fx *fixture, shimExe string, shim host.ShimA
 	done := make(chan exit, 1)
 	go func() {
 		if noShim {
-			code, err := runUnshimmed(ctx, shim, env, argv, stdinR, &stdout, stderr)
+			code, err := runUnshimmed(ctx, shim, env, argv, stdinR, stdout, stderr)
 			done <- exit{code, err}
 			return
 		}
-		code, err := host.RunAgent(ctx, shimExe, shim, env, argv, stdinR, &stdout, stderr)
+		code, err := host.RunAgent(ctx, shimExe, shim, env, argv, stdinR, stdout, stderr)
 		done <- exit{code, err}
 	}()
 	var ex exit
@@ -366,7 +366,7 @@ func runProbes(ctx context.Context, fx *fixture, shimExe string, shim host.ShimA
 		return failAll("the probe mode did not run in the shim: " + why())
 	}
 	var pr probeReport
-	if err := json.Unmarshal(stdout.bytes(), &pr); err != nil {
+	if err := json.Unmarshal(stdout.Bytes(), &pr); err != nil {
 		return failAll(fmt.Sprintf("the probe mode's report is not JSON (%v): %s", err, why()))
 	}
 	got := map[string]verify.Result{}
@@ -422,38 +422,24 @@ func failAll(why string) []verify.Result {
 	return out
 }
 
-// capture is a bounded, concurrency-safe buffer.
-type capture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := maxCapture - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capture) bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.buf.Bytes())
-}
-
-// watcher captures a stream and closes ready when it sees line.
+// watcher captures a stream, bounded, and closes ready when it sees line.
 type watcher struct {
-	capture
-	line    string
-	ready   chan struct{}
+	workspace.Capture
+	line  string
+	ready chan struct{}
+
+	mu      sync.Mutex // guards pending and seen
 	pending []byte
 	seen    bool
 }
 
+// newWatcher watches for line and keeps up to maxCapture bytes.
+func newWatcher(line string) *watcher {
+	return &watcher{Capture: workspace.Capture{Max: maxCapture}, line: line, ready: make(chan struct{})}
+}
+
 func (w *watcher) Write(p []byte) (int, error) {
-	w.capture.Write(p)
+	_, _ = w.Capture.Write(p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seen {
@@ -478,4 +464,4 @@ func (w *watcher) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *watcher) text() string { return string(w.bytes()) }
+func (w *watcher) text() string { return string(w.Bytes()) }

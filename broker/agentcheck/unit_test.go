@@ -47,7 +47,7 @@ func TestForkDelta(t *testing.T) {
 }
 
 func TestWatcherSeesTheReadyLineAcrossWrites(t *testing.T) {
-	w := &watcher{line: readyLine, ready: make(chan struct{})}
+	w := newWatcher(readyLine)
 	for _, chunk := range []string{"noise\nAWF-AGENT", "CHECK re", "ady\nmore\n"} {
 		_, err := w.Write([]byte(chunk))
 		require.NoError(t, err)
@@ -59,7 +59,7 @@ func TestWatcherSeesTheReadyLineAcrossWrites(t *testing.T) {
 	}
 	assert.Contains(t, w.text(), "more")
 	// A line that only starts like it is not it.
-	w2 := &watcher{line: readyLine, ready: make(chan struct{})}
+	w2 := newWatcher(readyLine)
 	_, _ = w2.Write([]byte(readyLine + " not\n"))
 	select {
 	case <-w2.ready:
