@@ -23,9 +23,6 @@ const (
 	ProbeProtocolVersion = "1"
 	// ProbeRoute is the probe broker's one route.
 	ProbeRoute = "/probe"
-	// ProbeSocketEnv names the socket for the agent CLI, as the reference's
-	// client reads it.
-	ProbeSocketEnv = "AWF_SEALED_PROBE_SOCKET"
 	// ProbeOutcomes is the number of caller outcomes.
 	ProbeOutcomes = 3
 	// ProbeErrorOutcome is the reserved fourth symbol: every failure.

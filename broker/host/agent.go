@@ -75,7 +75,7 @@ func AgentEnv(base []string, r *Run) []string {
 	env = append(env, "PATH="+l.SkillDir+":"+path)
 	if r.Spec.Kind != KindProbe {
 		env = append(env,
-			"AWF_BOUNDED_QUERY_SOCKET="+l.Socket,
+			proto.QuerySocketEnv+"="+l.Socket,
 			"AWF_BOUNDED_QUERY_SKILL="+l.SkillPath,
 			"AWF_BOUNDED_QUERY_REPOS="+strings.Join(r.Repos, ","),
 		)

@@ -32,11 +32,9 @@ const (
 	maxTaskBytes = 65536
 )
 
-// The environment awf gives the agent.
-const (
-	envSocket       = "AWF_BOUNDED_AGENT_SOCKET"
-	envMaxTaskBytes = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
-)
+// envMaxTaskBytes is the task cap awf gives the agent; the socket's variable
+// is proto.AgentSocketEnv.
+const envMaxTaskBytes = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
 
 func main() { client.Main(client.ErrorLine, run) }
 
@@ -54,7 +52,7 @@ func run(argv []string) string {
 		{proto.HeaderRepo, a.Repo},
 		{proto.HeaderSchema, client.EncodeSchema(a.Schema)},
 	}
-	resp, err := client.Send(os.Getenv(envSocket), os.Stdin, client.Job{Route: "/query", Headers: headers, MaxBody: limit, UTF8: true})
+	resp, err := client.Send(os.Getenv(proto.AgentSocketEnv), os.Stdin, client.Job{Route: "/query", Headers: headers, MaxBody: limit, UTF8: true})
 	if err != nil {
 		return client.ErrorLine
 	}

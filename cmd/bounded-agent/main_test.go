@@ -73,7 +73,7 @@ func startBroker(t *testing.T) string {
 
 func TestCLIAgainstBroker(t *testing.T) {
 	sock := startBroker(t)
-	env := []string{envSocket + "=" + sock}
+	env := []string{proto.AgentSocketEnv + "=" + sock}
 	enum := `{"type":"enum","values":["net","store","api","none"]}`
 	assert.Equal(t, `{"status":"ok","result":"store"}`+"\n", cli.Run(t, env, strings.NewReader(`"store"`), "--repo", "o/r", "--schema", enum))
 	assert.Equal(t, `{"status":"ok","result":"net"}`+"\n", cli.Run(t, env, strings.NewReader(` "net" `), "--schema", enum, "--repo", "O/R"))
@@ -87,7 +87,7 @@ func TestCLIAgainstBroker(t *testing.T) {
 
 func TestCLIRejectsLocally(t *testing.T) {
 	sock, contacted := fixture.RecordingSocket(t)
-	env := []string{envSocket + "=" + sock}
+	env := []string{proto.AgentSocketEnv + "=" + sock}
 	b := `{"type":"boolean"}`
 	cases := map[string][]string{
 		"no args":          {},
@@ -138,7 +138,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 		assert.Equal(t, errLine, cli.Run(t, nil, strings.NewReader("x"), ok...))
 	})
 	t.Run("the query socket is not the agent's", func(t *testing.T) {
-		assert.Equal(t, errLine, cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), ok...))
+		assert.Equal(t, errLine, cli.Run(t, []string{proto.QuerySocketEnv + "=" + sock}, strings.NewReader("x"), ok...))
 	})
 	t.Run("tty stdin", func(t *testing.T) {
 		assert.Equal(t, errLine, cli.Run(t, env, fixture.OpenPTY(t), ok...))
@@ -156,7 +156,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 
 func TestCLIOddResponsesAreTheErrorLine(t *testing.T) {
 	sock := fixture.AnsweringSocket(t, fixture.HTTPResponse("200 OK", `{"status":"error","why":"budget"}`))
-	assert.Equal(t, errLine, cli.Run(t, []string{envSocket + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`))
+	assert.Equal(t, errLine, cli.Run(t, []string{proto.AgentSocketEnv + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`))
 }
 
 func TestCLIIsStatic(t *testing.T) { fixture.RequireStatic(t, cli.Bin) }

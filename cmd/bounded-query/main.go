@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/awf-project/awf/broker/client"
+	"github.com/awf-project/awf/proto"
 )
 
 func main() { client.Main(client.ErrorLine, run) }
@@ -20,7 +21,7 @@ func run(argv []string) string {
 	if err != nil || os.Getenv("AWF_BOUNDED_QUERY_ENDPOINT") != "" || os.Getenv("AWF_BOUNDED_QUERY_CAPABILITY") != "" {
 		return client.ErrorLine
 	}
-	resp, err := client.Send(os.Getenv("AWF_BOUNDED_QUERY_SOCKET"), os.Stdin,
+	resp, err := client.Send(os.Getenv(proto.QuerySocketEnv), os.Stdin,
 		client.Job{Route: "/query", Headers: client.QueryHeaders(a), MaxBody: client.MaxBodyBytes})
 	if err != nil {
 		return client.ErrorLine

@@ -11,6 +11,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/broker/client"
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -23,7 +24,7 @@ const errLine = client.ErrorLine + "\n"
 
 func TestCLIAgainstBroker(t *testing.T) {
 	sock := fixture.ServeEchoBroker(t, broker.QueryKind{}, "public")
-	env := []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}
+	env := []string{proto.QuerySocketEnv + "=" + sock}
 	got := cli.Run(t, env, strings.NewReader(`{"b": 2, "a": "x"}`), "--schema", `{"type":"object","fields":{"a":{"type":"enum","values":["x","y"]},"b":{"type":"integer","minimum":0,"maximum":3}}}`, "--repo", "o/r")
 	assert.Equal(t, `{"status":"ok","result":{"a":"x","b":2}}`+"\n", got)
 	// Failures from the broker are the same bytes as local ones.
@@ -36,7 +37,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 	// A socket that records connections, not a missing one: a request that
 	// got past the local checks would print the error line either way.
 	sock, contacted := fixture.RecordingSocket(t)
-	env := []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}
+	env := []string{proto.QuerySocketEnv + "=" + sock}
 	b := `{"type":"boolean"}`
 	cases := map[string][]string{
 		"no args":          {},
@@ -97,7 +98,7 @@ func TestCLIUnexpectedResponses(t *testing.T) {
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) {
 			sock := fixture.AnsweringSocket(t, r)
-			got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+			got := cli.Run(t, []string{proto.QuerySocketEnv + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 			assert.Equal(t, errLine, got)
 		})
 	}
@@ -107,12 +108,12 @@ func TestCLIUnexpectedResponses(t *testing.T) {
 		require.NoError(t, err)
 		ln.(*net.UnixListener).SetUnlinkOnClose(false)
 		ln.Close()
-		got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+		got := cli.Run(t, []string{proto.QuerySocketEnv + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 		assert.Equal(t, errLine, got)
 	})
 	t.Run("passes a canonical ok", func(t *testing.T) {
 		sock := fixture.AnsweringSocket(t, resp("200 OK", `{"status":"ok","result":[1,"a"]}`))
-		got := cli.Run(t, []string{"AWF_BOUNDED_QUERY_SOCKET=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
+		got := cli.Run(t, []string{proto.QuerySocketEnv + "=" + sock}, strings.NewReader("x"), "--repo", "o/r", "--schema", `{"type":"boolean"}`)
 		assert.Equal(t, `{"status":"ok","result":[1,"a"]}`+"\n", got)
 	})
 }
