@@ -69,21 +69,13 @@ type node struct {
 	internal []string
 }
 
-// delegate runs a group function that dispatches on its first argument
-// itself (schema.go, policy.go, rootfs.go), with the subcommand name put back.
-func delegate(group command, sub string) command {
-	return func(ctx context.Context, e env) int {
-		e.args = append([]string{sub}, e.args...)
-		return group(ctx, e)
-	}
-}
-
 // tree is the whole command line of awf; dispatch, help, completion and the
 // CLI table test all walk it, so a subcommand missing here does not exist.
 // Each group lives in its own file.
 func tree() *node {
-	policyLeaf := func(name, summary string, values ...string) *node {
-		return &node{name: name, summary: summary, usage: policyUsage, run: delegate(cmdPolicy, name), values: values}
+	policyLeaf := func(name, summary string, run func(env, policyArgs) int, values ...string) *node {
+		return &node{name: name, summary: summary, usage: policyUsage, values: values,
+			run: policyCommand(name, func(_ context.Context, e env, pa policyArgs) int { return run(e, pa) })}
 	}
 	return &node{name: "awf", subs: []*node{
 		{name: "run", summary: "run an agent command with the bounded-query broker", usage: runUsage, run: cmdRun,
@@ -96,26 +88,26 @@ func tree() *node {
 			{name: "schema", summary: "print the configuration's JSON Schema", usage: configSchemaUsage, run: configSchema},
 		}},
 		{name: "schema", summary: "check schemas and validate answers", usage: schemaUsage, subs: []*node{
-			{name: "check", summary: "print a schema's cardinality and charge", usage: schemaUsage, run: delegate(cmdSchema, "check"),
+			{name: "check", summary: "print a schema's cardinality and charge", usage: schemaUsage, run: schemaCheck,
 				bools: []string{"json"}},
-			{name: "validate", summary: "validate a /query/out file against a schema", usage: schemaUsage, run: delegate(cmdSchema, "validate"),
+			{name: "validate", summary: "validate a /query/out file against a schema", usage: schemaUsage, run: schemaValidate,
 				values: []string{"schema"}},
 		}},
 		{name: "policy", summary: "lint, show, compare and export seccomp policies", usage: policyUsage, subs: []*node{
-			policyLeaf("lint", "lint policy files"),
-			policyLeaf("show", "print a policy by group"),
-			policyLeaf("table", "print the decision table", "arch"),
-			policyLeaf("diff", "compare two decision tables", "arch"),
-			policyLeaf("bpf", "disassemble the compiled filter", "arch"),
-			policyLeaf("export", "export as Docker, OCI or libcontainer JSON", "format"),
-			policyLeaf("import", "draft a policy from a Docker or OCI profile"),
-			{name: "attest", summary: "prove a live process runs the compiled filter", usage: policyUsage, run: delegate(cmdPolicy, "attest"),
+			policyLeaf("lint", "lint policy files", policyLint),
+			policyLeaf("show", "print a policy by group", policyShow),
+			policyLeaf("table", "print the decision table", policyTable, "arch"),
+			policyLeaf("diff", "compare two decision tables", policyDiff, "arch"),
+			policyLeaf("bpf", "disassemble the compiled filter", policyBPF, "arch"),
+			policyLeaf("export", "export as Docker, OCI or libcontainer JSON", policyExport, "format"),
+			policyLeaf("import", "draft a policy from a Docker or OCI profile", policyImport),
+			{name: "attest", summary: "prove a live process runs the compiled filter", usage: policyUsage, run: policyCommand("attest", policyAttest),
 				values: []string{"arch"}, bools: []string{"json"}},
 		}},
 		{name: "rootfs", summary: "build and verify the Python root filesystem", usage: rootfsUsage, subs: []*node{
-			{name: "build", summary: "build the root filesystem", usage: rootfsUsage, run: delegate(cmdRootfs, "build"),
+			{name: "build", summary: "build the root filesystem", usage: rootfsUsage, run: rootfsBuild,
 				values: []string{"python", "out"}},
-			{name: "verify", summary: "recompute and check a root filesystem's digest", usage: rootfsUsage, run: delegate(cmdRootfs, "verify"),
+			{name: "verify", summary: "recompute and check a root filesystem's digest", usage: rootfsUsage, run: rootfsVerify,
 				values: []string{"digest"}},
 		}},
 		{name: "isolate", summary: "run, verify and compare the sandbox runtimes", subs: []*node{

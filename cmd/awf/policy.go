@@ -60,41 +60,17 @@ attest  reads the seccomp filter of every thread of the live process PID
         and docker sandboxes); gVisor enforces the policy in its Sentry.
 `
 
-// cmdPolicy implements "awf policy".
-func cmdPolicy(ctx context.Context, e env) int {
-	if len(e.args) == 0 {
-		fmt.Fprint(e.stderr, policyUsage)
-		return 2
+// policyCommand is the policy leaf sub: its arguments go through the one
+// policy parser (parsePolicyArgs), then to run.
+func policyCommand(sub string, run func(context.Context, env, policyArgs) int) command {
+	return func(ctx context.Context, e env) int {
+		pa, err := parsePolicyArgs(e.args)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "awf policy %s: %v\n%s", sub, err, policyUsage)
+			return 2
+		}
+		return run(ctx, e, pa)
 	}
-	sub, rest := e.args[0], e.args[1:]
-	pa, err := parsePolicyArgs(rest)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "awf policy %s: %v\n%s", sub, err, policyUsage)
-		return 2
-	}
-	switch sub {
-	case "lint":
-		return policyLint(e, pa)
-	case "show":
-		return policyShow(e, pa)
-	case "table":
-		return policyTable(e, pa)
-	case "diff":
-		return policyDiff(e, pa)
-	case "bpf":
-		return policyBPF(e, pa)
-	case "export":
-		return policyExport(e, pa)
-	case "import":
-		return policyImport(e, pa)
-	case "attest":
-		return policyAttest(ctx, e, pa)
-	case "-h", "--help", "help":
-		fmt.Fprint(e.stdout, policyUsage)
-		return 0
-	}
-	fmt.Fprintf(e.stderr, "awf policy: unknown subcommand %q\n%s", sub, policyUsage)
-	return 2
 }
 
 // policyArgs is a parsed policy command line.

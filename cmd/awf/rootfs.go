@@ -18,31 +18,13 @@ verify  recomputes DIR's digest and prints it; with --digest it exits 1
         unless the digest matches.
 `
 
-// cmdRootfs implements "awf rootfs build" and "awf rootfs verify".
-func cmdRootfs(ctx context.Context, e env) int {
-	if len(e.args) == 0 {
-		fmt.Fprint(e.stderr, rootfsUsage)
-		return 2
-	}
-	switch e.args[0] {
-	case "build":
-		return rootfsBuild(ctx, e, e.args[1:])
-	case "verify":
-		return rootfsVerify(ctx, e, e.args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(e.stdout, rootfsUsage)
-		return 0
-	}
-	fmt.Fprintf(e.stderr, "awf rootfs: unknown subcommand %q\n%s", e.args[0], rootfsUsage)
-	return 2
-}
-
-func rootfsBuild(ctx context.Context, e env, args []string) int {
+// rootfsBuild implements "awf rootfs build".
+func rootfsBuild(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("awf rootfs build", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	python := fs.String("python", rootfs.DefaultPython, "host interpreter to copy")
 	out := fs.String("out", "", "directory to create (must not exist or be empty)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
 	if *out == "" || fs.NArg() != 0 {
@@ -58,9 +40,11 @@ func rootfsBuild(ctx context.Context, e env, args []string) int {
 	return 0
 }
 
-func rootfsVerify(ctx context.Context, e env, args []string) int {
+// rootfsVerify implements "awf rootfs verify".
+func rootfsVerify(ctx context.Context, e env) int {
 	// Accept the directory before or after the flag.
 	var dir string
+	args := e.args
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		dir, args = args[0], args[1:]
 	}

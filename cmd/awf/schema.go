@@ -26,25 +26,6 @@ validate  treats FILE (default: standard input) as a /query/out file; exits 0
           the reason.
 `
 
-// cmdSchema implements "awf schema check" and "awf schema validate".
-func cmdSchema(ctx context.Context, e env) int {
-	if len(e.args) == 0 {
-		fmt.Fprint(e.stderr, schemaUsage)
-		return 2
-	}
-	switch e.args[0] {
-	case "check":
-		return schemaCheck(e, e.args[1:])
-	case "validate":
-		return schemaValidate(e, e.args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(e.stdout, schemaUsage)
-		return 0
-	}
-	fmt.Fprintf(e.stderr, "awf schema: unknown subcommand %q\n%s", e.args[0], schemaUsage)
-	return 2
-}
-
 // schemaArgs is the parsed command line of a schema subcommand.
 type schemaArgs struct {
 	json       bool
@@ -192,8 +173,9 @@ func budgets(charge int64) []budgetReport {
 	return out
 }
 
-func schemaCheck(e env, args []string) int {
-	a, err := parseSchemaArgs(args, true, false)
+// schemaCheck implements "awf schema check".
+func schemaCheck(_ context.Context, e env) int {
+	a, err := parseSchemaArgs(e.args, true, false)
 	if err == nil && len(a.positional) != 1 {
 		err = errors.New("exactly one SCHEMA argument is required")
 	}
@@ -271,8 +253,9 @@ func printCheck(w io.Writer, r checkReport) {
 	}
 }
 
-func schemaValidate(e env, args []string) int {
-	a, err := parseSchemaArgs(args, false, true)
+// schemaValidate implements "awf schema validate".
+func schemaValidate(_ context.Context, e env) int {
+	a, err := parseSchemaArgs(e.args, false, true)
 	switch {
 	case err != nil:
 	case !a.haveSchema:
