@@ -1,17 +1,24 @@
-// Package cgroupfs reads the limit events a sandbox's cgroup records: it
-// is the one place that knows which file and key of a cgroup say that the
-// OOM killer fired or that the pids limit refused a fork, on cgroup v1 and
-// v2. It creates, configures and removes nothing: each backend places its
-// cgroups its own way (direct through libcontainer, gvisor by itself).
+// Package cgroupfs holds the cgroup-file primitives the sandbox backends
+// share: the one place that knows which file and key of a cgroup say that
+// the OOM killer fired or that the pids limit refused a fork (on cgroup v1
+// and v2), how a cgroup lists its processes, and how a cgroup directory is
+// emptied and removed under a deadline. It creates and configures nothing:
+// each backend places its cgroups its own way (direct through
+// libcontainer, gvisor by itself).
 package cgroupfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Events are the limit events of one cgroup.
@@ -56,4 +63,55 @@ func Counter(path, key string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("cgroup counter: no %s in %s", key, path)
+}
+
+// Procs lists the processes of the cgroup directory d; none when d has no
+// cgroup.procs (it is gone).
+func Procs(d string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: read %s/cgroup.procs: %w", d, err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			pids = append(pids, n)
+		}
+	}
+	return pids, nil
+}
+
+// Remove kills the tasks in the cgroup directory d until none is left,
+// then removes d, retrying while the kernel still counts it busy, until
+// ctx ends. A d that does not exist is removed already.
+func Remove(ctx context.Context, d string) error {
+	if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// cgroup v2 can kill the whole cgroup in one write.
+	_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0o644)
+	for {
+		pids, err := Procs(d)
+		if err != nil {
+			return err
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		err = unix.Rmdir(d)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("cgroup: remove %s: %w", d, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cgroup: remove %s: %d tasks left: %w", d, len(pids), ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

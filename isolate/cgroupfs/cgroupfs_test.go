@@ -47,3 +47,14 @@ func TestReadEvents(t *testing.T) {
 		})
 	}
 }
+
+func TestProcs(t *testing.T) {
+	dir := t.TempDir()
+	pids, err := Procs(filepath.Join(dir, "gone"))
+	require.NoError(t, err)
+	assert.Nil(t, pids, "a cgroup that is gone has no processes")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("12\n0\nx\n34\n"), 0o644))
+	pids, err = Procs(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int{12, 34}, pids)
+}

@@ -7,9 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -274,56 +271,9 @@ func (c *cgroup) remove(ctx context.Context) error {
 	}
 	var errs []error
 	for _, d := range c.dirs {
-		if err := removeCgroupDir(ctx, d); err != nil {
+		if err := cgroupfs.Remove(ctx, d); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// removeCgroupDir kills the tasks in d until none is left, then removes d.
-func removeCgroupDir(ctx context.Context, d string) error {
-	if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	// cgroup v2 can kill the whole cgroup in one write.
-	_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0o644)
-	for {
-		pids, err := cgroupProcs(d)
-		if err != nil {
-			return err
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		err = unix.Rmdir(d)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("cgroup: remove %s: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cgroup: remove %s: %d tasks left: %w", d, len(pids), ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-func cgroupProcs(d string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: read %s/cgroup.procs: %w", d, err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && n > 0 {
-			pids = append(pids, n)
-		}
-	}
-	return pids, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 // Boot bounds: how long a prepared sandbox may take to reach its script
@@ -102,7 +104,7 @@ func (w *pipeWatch) waits() bool {
 func (w *pipeWatch) find() {
 	pids := []int{w.pid}
 	if w.pid == 0 {
-		pids, _ = cgroupProcs(w.cgroup)
+		pids, _ = cgroupfs.Procs(w.cgroup)
 	}
 	w.pid, w.holds, w.polls = 0, nil, nil
 	for _, pid := range pids {
