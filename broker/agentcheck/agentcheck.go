@@ -210,10 +210,7 @@ func runView(ctx context.Context, o Options, pol *policy.Policy, a host.Agent, n
 			_ = rt.Close()
 		}
 	}()
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-	err = rt.Probe(pctx)
-	pcancel()
-	if err != nil {
+	if err := verify.ProbeRuntime(ctx, rt); err != nil {
 		return vr, fmt.Errorf("agentcheck: the direct runtime cannot run here: %w", err)
 	}
 

@@ -159,10 +159,7 @@ func runEnclaveRuntime(ctx context.Context, name string, o EnclaveOptions, root,
 		return blocked(err.Error())
 	}
 	defer rt.Close()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = rt.Probe(pctx)
-	cancel()
-	if err != nil {
+	if err := ProbeRuntime(ctx, rt); err != nil {
 		return blocked(err.Error())
 	}
 	ectx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
@@ -142,9 +141,7 @@ func queryAvailability(ctx context.Context, name string, o MatrixOptions) (Avail
 		return Availability{CellBlocked, reason}, cs
 	}
 	return withScratchRuntime(name, "awf-matrix-", o.Host, o.Open, func(rt isolate.Runtime) Availability {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := rt.Probe(pctx); err != nil {
+		if err := ProbeRuntime(ctx, rt); err != nil {
 			return Availability{CellUnavailable, err.Error()}
 		}
 		return Availability{CellSupported, "probe passed"}

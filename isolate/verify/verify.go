@@ -16,6 +16,18 @@ import (
 	"github.com/awf-project/awf/proto"
 )
 
+// probeWait bounds Runtime.Probe, which starts a trial sandbox.
+const probeWait = 30 * time.Second
+
+// ProbeRuntime asks rt whether it can run here, within the deadline every
+// battery of verify's gives it (the sandbox battery, --enclave, the matrix
+// and --agent's load sandbox).
+func ProbeRuntime(ctx context.Context, rt isolate.Runtime) error {
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	return rt.Probe(pctx)
+}
+
 // Options control Run.
 type Options struct {
 	// Runtimes are the runtimes to verify, in report order (default: direct).
@@ -201,10 +213,7 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 			_ = rt.Close()
 		}
 	}()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = rt.Probe(pctx)
-	cancel()
-	if err != nil {
+	if err := ProbeRuntime(ctx, rt); err != nil {
 		return blockedReport(name, err.Error(), probes)
 	}
 
