@@ -23,11 +23,7 @@ const okScript = "open('/query/out', 'w').write('{\"ok\": true}')\n"
 // TestPrepareAheadThenExecOnce prepares a sandbox before its job, runs it,
 // refuses a second job, and destroys it twice.
 func TestPrepareAheadThenExecOnce(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := e.rt.Prepare(ctx, e.template(t, ""))
-	require.NoError(t, err)
+	e, ctx, sb := prepared(t, "")
 	var seccompAtStart string
 	o := sb.Exec(ctx, isolate.Job{InvocationID: "a", Script: []byte(okScript), OnStart: func(pid int) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -51,11 +47,7 @@ func TestPrepareAheadThenExecOnce(t *testing.T) {
 
 // TestPrepareThenDestroyUnused leaves no trace of a sandbox that never ran.
 func TestPrepareThenDestroyUnused(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := e.rt.Prepare(ctx, e.template(t, seedRepo(t)))
-	require.NoError(t, err)
+	e, ctx, sb := prepared(t, seedRepo(t))
 	require.NoError(t, sb.Destroy(ctx))
 	e.assertIdle(t)
 }

@@ -112,6 +112,19 @@ func (e *testEnv) template(t testing.TB, repo string) isolate.Template {
 	}
 }
 
+// prepared returns a fresh runtime (newEnv) with a sandbox prepared over
+// repo ("" = none) and the context it was prepared in, which ends after a
+// minute or with the test.
+func prepared(t *testing.T, repo string) (*testEnv, context.Context, isolate.Sandbox) {
+	t.Helper()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	sb, err := e.rt.Prepare(ctx, e.template(t, repo))
+	require.NoError(t, err)
+	return e, ctx, sb
+}
+
 // run executes script under tpl and returns the outcome.
 func (e *testEnv) run(t testing.TB, tpl isolate.Template, script string) isolate.Outcome {
 	t.Helper()
@@ -190,8 +203,21 @@ func leftoverCgroups(t testing.TB, runID string) []string {
 	return out
 }
 
-// leftoverProcs lists processes whose cgroup belongs to runID.
+// leftoverProcs lists processes whose cgroup belongs to runID, each as its
+// /proc/PID/stat line.
 func leftoverProcs(t testing.TB, runID string) []string {
+	t.Helper()
+	var out []string
+	for _, pid := range runProcs(t, runID) {
+		stat, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		out = append(out, strings.TrimSpace(string(stat)))
+	}
+	return out
+}
+
+// runProcs lists the pids (as in /proc) of the processes in runID's
+// sandbox cgroups (awf-<run>-…).
+func runProcs(t testing.TB, runID string) []string {
 	t.Helper()
 	var out []string
 	ents, err := os.ReadDir("/proc")
@@ -202,8 +228,7 @@ func leftoverProcs(t testing.TB, runID string) []string {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
 		if err == nil && strings.Contains(string(b), "awf-"+runID+"-") {
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			out = append(out, strings.TrimSpace(string(stat)))
+			out = append(out, e.Name())
 		}
 	}
 	return out

@@ -124,25 +124,15 @@ func waitBootstrapBlocked(t testing.TB, runID string) {
 	want := fmt.Sprintf("0x%x", isolate.BootstrapFD)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		procs := 0
-		ents, err := os.ReadDir("/proc")
-		require.NoError(t, err)
-		for _, ent := range ents {
-			if ent.Name()[0] < '0' || ent.Name()[0] > '9' {
-				continue
-			}
-			cg, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-			if err != nil || !strings.Contains(string(cg), "awf-"+runID+"-") {
-				continue
-			}
-			procs++
-			sc, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "syscall"))
+		procs := runProcs(t, runID)
+		for _, pid := range procs {
+			sc, err := os.ReadFile(filepath.Join("/proc", pid, "syscall"))
 			if f := strings.Fields(string(sc)); err == nil && len(f) > 1 && (f[0] == "0" || f[0] == "63") && f[1] == want {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no process of run %s blocked reading fd %d after 30 s (%d in its cgroups)", runID, isolate.BootstrapFD, procs)
+			t.Fatalf("no process of run %s blocked reading fd %d after 30 s (%d in its cgroups)", runID, isolate.BootstrapFD, len(procs))
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -163,11 +153,7 @@ func TestLargeScriptHandedOver(t *testing.T) {
 // waited is a launch failure, never a run of the script elsewhere, and the
 // sandbox is still reclaimed.
 func TestIdleInterpreterKilled(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := e.rt.Prepare(ctx, e.template(t, ""))
-	require.NoError(t, err)
+	e, ctx, sb := prepared(t, "")
 	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
 	waitBootstrapBlocked(t, e.runID)
 	procs := leftoverProcs(t, e.runID)
