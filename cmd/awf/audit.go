@@ -358,9 +358,10 @@ func cmdAuditSummary(ctx context.Context, e env) int {
 	case "markdown", "md":
 		err = s.writeMarkdown(e.stdout)
 	case "json":
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(s)
+		var b []byte
+		if b, err = indentedJSON(s); err == nil {
+			_, err = e.stdout.Write(b)
+		}
 	default:
 		fmt.Fprintf(e.stderr, "awf audit summary: unknown --format %q (want text, markdown or json)\n", format)
 		return 2

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -65,12 +64,12 @@ func runTimingVerify(ctx context.Context, e env, tv timingVerify) int {
 		out.Runtimes = append(out.Runtimes, rr)
 	}
 	if tv.asJSON {
-		b, err := json.MarshalIndent(out, "", "  ")
+		b, err := indentedJSON(out)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "awf isolate verify --timing: %v\n", err)
 			return 2
 		}
-		fmt.Fprintf(e.stdout, "%s\n", b)
+		_, _ = e.stdout.Write(b)
 	}
 	return code
 }

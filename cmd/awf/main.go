@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -48,6 +49,13 @@ func (e env) flags(name, usage string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { fmt.Fprint(e.stderr, usage) }
 	return fs
+}
+
+// indentedJSON is the form of every JSON report awf prints (--json,
+// policy export): two-space indented, with a final newline.
+func indentedJSON(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
 }
 
 // command runs one subcommand and returns the process exit status.

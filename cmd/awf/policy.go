@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -462,8 +461,7 @@ func policyExport(e env, pa policyArgs) int {
 			v, err = p.Libcontainer()
 		}
 		if err == nil {
-			out, err = json.MarshalIndent(v, "", "  ")
-			out = append(out, '\n')
+			out, err = indentedJSON(v)
 		}
 	default:
 		fmt.Fprintf(e.stderr, "awf policy export: --format must be docker, oci or libcontainer\n")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -41,12 +40,12 @@ func policyAttest(ctx context.Context, e env, pa policyArgs) int {
 		return 2
 	}
 	if pa.json {
-		out, err := json.MarshalIndent(at, "", "  ")
+		out, err := indentedJSON(at)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "awf policy attest: %v\n", err)
 			return 2
 		}
-		fmt.Fprintf(e.stdout, "%s\n", out)
+		_, _ = e.stdout.Write(out)
 	} else {
 		fmt.Fprint(e.stdout, at.Verdict)
 	}
