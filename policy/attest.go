@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -218,7 +219,7 @@ func attestThread(ctx context.Context, pid, tid int, compiled []unix.SockFilter,
 	}
 	loaded := progs[0]
 	switch {
-	case sameProgram(loaded, compiled):
+	case slices.Equal(loaded, compiled):
 		th.How = AttestIdentical
 		return th, nil
 	}
@@ -243,7 +244,7 @@ func attestThread(ctx context.Context, pid, tid int, compiled []unix.SockFilter,
 			diffs = append(diffs[:maxAttestDiffs:maxAttestDiffs], fmt.Sprintf("and %d more differences", len(diffs)-maxAttestDiffs))
 		}
 		th.Diffs = diffs
-	case len(loaded) > len(compiled) && sameProgram(loaded[len(loaded)-len(compiled):], compiled):
+	case len(loaded) > len(compiled) && slices.Equal(loaded[len(loaded)-len(compiled):], compiled):
 		// The prefix is runc's stub; CompareLoaded has just checked that
 		// it adds nothing but the documented ENOSYS tail.
 		th.How = AttestRuncStub
@@ -251,18 +252,6 @@ func attestThread(ctx context.Context, pid, tid int, compiled []unix.SockFilter,
 		th.How = AttestDecisions
 	}
 	return th, nil
-}
-
-func sameProgram(a, b []unix.SockFilter) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // verdict is the one-paragraph summary a reviewer files.
