@@ -64,6 +64,19 @@ func TestSuite(t *testing.T) { isolatetest.Suite(t, Name, backend) }
 // runtime over the same state dir.
 func TestSweepRemovesWhatACrashLeft(t *testing.T) { isolatetest.SweepRemovesWhatACrashLeft(t, backend) }
 
+// TestSandboxCPUs runs a container pinned to the host's last CPU (as awf
+// run pins it, away from the agent's CPUs) and checks what the script sees.
+func TestSandboxCPUs(t *testing.T) {
+	cpus := isolatetest.LastCPU(t)
+	r := newTestRuntimeWith(t, isolate.HostConfig{SandboxCPUs: cpus})
+	o := run(t, r, template(t, r, ""), `import json, os
+allowed = [l.split(":", 1)[1].strip() for l in open("/proc/self/status") if l.startswith("Cpus_allowed_list:")][0]
+open("/query/out", "w").write(json.dumps([allowed, sorted(os.sched_getaffinity(0))]))
+`)
+	require.Equal(t, isolate.KindOK, o.Kind, o.Detail)
+	assert.JSONEq(t, `["`+cpus+`", [`+cpus+`]]`, string(o.Output))
+}
+
 func TestFailClosedWithoutDaemon(t *testing.T) {
 	notSocket := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(notSocket, nil, 0o600))

@@ -21,8 +21,7 @@ import (
 // that many CPUs.
 func TestSandboxCPUs(t *testing.T) {
 	cpus := isolatetest.LastCPU(t)
-	r := newTestRuntime(t)
-	r.cpus = cpus
+	r := newTestRuntimeWith(t, isolate.HostConfig{SandboxCPUs: cpus})
 
 	// While the script sleeps, read the affinity of every host task in the
 	// sandbox's cgroup.

@@ -64,8 +64,15 @@ func runProbed(m *testing.M) int {
 // sweeps it and checks that nothing is left behind.
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	state := t.TempDir()
-	rt, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: state, CgroupParent: "awf-test"})
+	return newTestRuntimeWith(t, isolate.HostConfig{})
+}
+
+// newTestRuntimeWith is newTestRuntime with h's other fields (RunID,
+// StateDir and CgroupParent are the test's).
+func newTestRuntimeWith(t testing.TB, h isolate.HostConfig) *Runtime {
+	t.Helper()
+	h.RunID, h.StateDir, h.CgroupParent = isolatetest.RandomID(t), t.TempDir(), "awf-test"
+	rt, err := New(h)
 	require.NoError(t, err)
 	r := rt.(*Runtime)
 	r.platform, r.unimpl = probed.platform, probed.unimpl
