@@ -124,17 +124,10 @@ func newAgentBroker(t testing.TB, maxInv int, seeds ...Seed) *agentBroker {
 }
 
 func agentReq(repo, schema, task string) *Request {
-	return &Request{Method: "POST", Target: "/query", Headers: []Header{
-		{"X-AWF-Agent-Version", "1"}, {"X-AWF-Repo", repo},
-		{"X-AWF-Schema-B64", base64.RawURLEncoding.EncodeToString([]byte(schema))},
-	}, Body: []byte(task)}
+	return schemaReq("X-AWF-Agent-Version", "1", repo, schema, task)
 }
 
-func (ab *agentBroker) audit(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(ab.dir, "audit", "bounded-agent.jsonl"))
-	require.NoError(t, err)
-	return string(b)
-}
+func (ab *agentBroker) audit(t *testing.T) string { return auditText(t, ab.dir, "bounded-agent.jsonl") }
 
 const agentTaskText = "Which subsystem owns the retry policy?"
 

@@ -49,18 +49,29 @@ func newTestBroker(t testing.TB, maxInv int, seeds ...Seed) *testBroker {
 	return &testBroker{b: b, rt: rt, clock: clock, dir: dir}
 }
 
-func queryReq(repo, schema, script string) *Request {
+// schemaReq is a POST /query of the kind whose version header is
+// versionHeader: version, the repository and the schema as headers, body as
+// its body.
+func schemaReq(versionHeader, version, repo, schema, body string) *Request {
 	return &Request{Method: "POST", Target: "/query", Headers: []Header{
-		{"X-AWF-Query-Version", "2"}, {"X-AWF-Repo", repo},
+		{versionHeader, version}, {"X-AWF-Repo", repo},
 		{"X-AWF-Schema-B64", base64.RawURLEncoding.EncodeToString([]byte(schema))},
-	}, Body: []byte(script)}
+	}, Body: []byte(body)}
 }
 
-func (tb *testBroker) audit(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(tb.dir, "audit", "bounded-query.jsonl"))
+func queryReq(repo, schema, script string) *Request {
+	return schemaReq("X-AWF-Query-Version", "2", repo, schema, script)
+}
+
+// auditText returns the audit log file that testAudit opened under dir.
+func auditText(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "audit", file))
 	require.NoError(t, err)
 	return string(b)
 }
+
+func (tb *testBroker) audit(t *testing.T) string { return auditText(t, tb.dir, "bounded-query.jsonl") }
 
 const (
 	errBody = `{"status":"error"}`

@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -165,10 +163,9 @@ func TestFreezeAroundMeteredQueries(t *testing.T) {
 			if slices.Contains(tc.want, "bucket") && slices.Contains(tc.want, "thaw") {
 				assert.GreaterOrEqual(t, log.at["thaw"], log.at["bucket"], "thawed only after the bucket")
 			}
-			audit, err := os.ReadFile(filepath.Join(dir, "audit", "bounded-query.jsonl"))
-			require.NoError(t, err)
+			audit := auditText(t, dir, "bounded-query.jsonl")
 			if tc.reason != "" {
-				assert.Contains(t, string(audit), `"reason":"`+tc.reason+`"`)
+				assert.Contains(t, audit, `"reason":"`+tc.reason+`"`)
 			}
 			if tc.reason == ReasonAgentFreezeFailed {
 				assert.Equal(t, full-5, b.Ledger().Balance("o/r"), "a failed freeze refunds nothing")

@@ -202,9 +202,7 @@ func TestProbeFailuresOutsideTheSandbox(t *testing.T) {
 }
 
 func (tb *testBroker) probeAudit(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(tb.dir, "audit", "sealed-probe.jsonl"))
-	require.NoError(t, err)
-	return string(b)
+	return auditText(t, tb.dir, "sealed-probe.jsonl")
 }
 
 // TestProbeInvocationBudget: the count is the only budget; once spent, a
