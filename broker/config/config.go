@@ -47,16 +47,26 @@ type Config struct {
 	Warnings []string
 }
 
-// BoundedQueries is the boundedQueries block with defaults applied.
-type BoundedQueries struct {
-	Enabled        bool
-	PrivateRepos   []Repo
+// ScriptJob is what the blocks whose jobs run one Python script in a
+// sandbox (boundedQueries, sealedProbes) share, with defaults applied: each
+// block embeds it, and one loader step (l.scriptJob) reads it for both, so
+// the two cannot drift apart.
+type ScriptJob struct {
+	Enabled      bool
+	PrivateRepos []Repo
+	// Runtime is one of Runtimes().
 	Runtime        string
 	TimeoutSeconds int
+	// MemoryLimit is the limit as written ("512m"); MemoryBytes is its value.
 	MemoryLimit    string
 	MemoryBytes    int64
 	Interpreter    string
 	MaxInvocations int
+}
+
+// BoundedQueries is the boundedQueries block with defaults applied.
+type BoundedQueries struct {
+	ScriptJob
 	// WarmPool is how many single-use sandboxes the broker keeps prepared
 	// for each repository (0 = none: each is prepared inside its request).
 	WarmPool int
@@ -66,6 +76,24 @@ type BoundedQueries struct {
 	DockerSocket string
 	// RunscPath is the runsc binary for the gvisor runtime ("" = PATH).
 	RunscPath string
+}
+
+// DefaultBoundedQueries returns the block as an absent one loads: disabled.
+func DefaultBoundedQueries() BoundedQueries {
+	return BoundedQueries{
+		ScriptJob: defaultScriptJob(DefaultRuntime, DefaultTimeout, DefaultMemoryLimit, DefaultMaxInvocations),
+		WarmPool:  DefaultWarmPool,
+	}
+}
+
+// defaultScriptJob is a disabled block's ScriptJob with the given defaults;
+// memoryLimit is one of the Default…MemoryLimit constants, which parse.
+func defaultScriptJob(runtime string, timeout int, memoryLimit string, maxInvocations int) ScriptJob {
+	mem, _ := ParseMemory(memoryLimit)
+	return ScriptJob{
+		PrivateRepos: []Repo{}, Runtime: runtime, TimeoutSeconds: timeout, MemoryLimit: memoryLimit,
+		MemoryBytes: mem, Interpreter: DefaultInterpreter, MaxInvocations: maxInvocations,
+	}
 }
 
 // Repo is one configured private repository.

@@ -139,31 +139,18 @@ func (l *loader) enabledRepos(p string, m map[string]any, entry repoEntry, enabl
 	}
 }
 
-// scriptJob points at the fields of a block whose jobs run one Python
-// script in a sandbox (boundedQueries, sealedProbes), in the order
-// l.scriptJob reads them.
-type scriptJob struct {
-	enabled        *bool
-	repos          *[]Repo
-	runtime        *string
-	timeout        *int
-	memory         *string
-	memoryBytes    *int64
-	maxInvocations *int
-}
-
-// scriptJob reads the fields the two script blocks share, under the same
-// rules and in the same order, so that their errors read alike.
-func (l *loader) scriptJob(p string, m map[string]any, entry repoEntry, j scriptJob) {
-	l.enabledRepos(p, m, entry, j.enabled, j.repos)
-	l.choice(p, m, "runtime", Runtimes(), j.runtime)
-	readInt(l, p, m, "timeout", 1, MaxTimeout, j.timeout)
-	l.size(p, m, "memoryLimit", j.memory, j.memoryBytes)
+// scriptJob reads the fields the two script blocks share (ScriptJob), under
+// the same rules and in the same order, so that their errors read alike.
+func (l *loader) scriptJob(p string, m map[string]any, entry repoEntry, j *ScriptJob) {
+	l.enabledRepos(p, m, entry, &j.Enabled, &j.PrivateRepos)
+	l.choice(p, m, "runtime", Runtimes(), &j.Runtime)
+	readInt(l, p, m, "timeout", 1, MaxTimeout, &j.TimeoutSeconds)
+	l.size(p, m, "memoryLimit", &j.MemoryLimit, &j.MemoryBytes)
 	var interpreter string
 	if s, ok := l.text(p, m, "interpreter", &interpreter); ok && s != DefaultInterpreter {
 		l.fail(p+".interpreter", "%q is not supported (only python3)", s)
 	}
-	readInt(l, p, m, "maxInvocations", 1, MaxMaxInvocations, j.maxInvocations)
+	readInt(l, p, m, "maxInvocations", 1, MaxMaxInvocations, &j.MaxInvocations)
 }
 
 // oneOf reads the string at path and fails it unless it is one of choices.
@@ -202,17 +189,7 @@ func (l *loader) integer(path string, v any, lo, hi int64) (int64, bool) {
 }
 
 func (l *loader) config(tree any) *Config {
-	mem, _ := ParseMemory(DefaultMemoryLimit)
-	c := &Config{BoundedQueries: BoundedQueries{
-		Runtime:        DefaultRuntime,
-		TimeoutSeconds: DefaultTimeout,
-		MemoryLimit:    DefaultMemoryLimit,
-		MemoryBytes:    mem,
-		Interpreter:    DefaultInterpreter,
-		MaxInvocations: DefaultMaxInvocations,
-		WarmPool:       DefaultWarmPool,
-		PrivateRepos:   []Repo{},
-	}, Agent: Agent{Network: AgentNetworkHost}}
+	c := &Config{BoundedQueries: DefaultBoundedQueries(), Agent: Agent{Network: AgentNetworkHost}}
 	top, ok := l.object("config", tree, "$schema", "boundedQueries", "agent", "apiProxy", "boundedAgents", "sealedProbes")
 	if !ok {
 		return c
@@ -248,7 +225,7 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 		return
 	}
 	entry := func(ip string, e any) (Repo, bool) { return l.queryRepo(ip, e, warnings) }
-	l.scriptJob(p, m, entry, scriptJob{&b.Enabled, &b.PrivateRepos, &b.Runtime, &b.TimeoutSeconds, &b.MemoryLimit, &b.MemoryBytes, &b.MaxInvocations})
+	l.scriptJob(p, m, entry, &b.ScriptJob)
 	readInt(l, p, m, "warmPool", 0, MaxWarmPool, &b.WarmPool)
 	if v, ok := m["rootfs"]; ok {
 		b.RootFS = l.rootfs(p+".rootfs", v)

@@ -14,29 +14,14 @@ const (
 // original design, three caller outcomes plus ERROR per invocation. Probes
 // carry no sensitivity: the invocation count is their only budget.
 type SealedProbes struct {
-	Enabled bool
-	// PrivateRepos is the complete allowlist; Sensitivity is always "".
-	PrivateRepos   []Repo
-	Runtime        string
-	TimeoutSeconds int
-	MemoryLimit    string
-	MemoryBytes    int64
-	Interpreter    string
-	MaxInvocations int
+	// ScriptJob's PrivateRepos is the complete allowlist; each Sensitivity
+	// is "".
+	ScriptJob
 }
 
 // DefaultSealedProbes returns the block as an absent one loads: disabled.
 func DefaultSealedProbes() SealedProbes {
-	mem, _ := ParseMemory(DefaultProbeMemoryLimit)
-	return SealedProbes{
-		PrivateRepos:   []Repo{},
-		Runtime:        DefaultProbeRuntime,
-		TimeoutSeconds: DefaultProbeTimeout,
-		MemoryLimit:    DefaultProbeMemoryLimit,
-		MemoryBytes:    mem,
-		Interpreter:    DefaultInterpreter,
-		MaxInvocations: DefaultProbeMaxInvocations,
-	}
+	return SealedProbes{defaultScriptJob(DefaultProbeRuntime, DefaultProbeTimeout, DefaultProbeMemoryLimit, DefaultProbeMaxInvocations)}
 }
 
 func (l *loader) sealedProbes(v any, b *SealedProbes) {
@@ -45,7 +30,7 @@ func (l *loader) sealedProbes(v any, b *SealedProbes) {
 	if !ok {
 		return
 	}
-	l.scriptJob(p, m, l.probeRepo, scriptJob{&b.Enabled, &b.PrivateRepos, &b.Runtime, &b.TimeoutSeconds, &b.MemoryLimit, &b.MemoryBytes, &b.MaxInvocations})
+	l.scriptJob(p, m, l.probeRepo, &b.ScriptJob)
 }
 
 // probeRepo reads one entry of sealedProbes.privateRepos: a bare

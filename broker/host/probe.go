@@ -255,11 +255,9 @@ func probeOnlyFrame(c *config.Config) (config.BoundedQueries, bool) {
 		return b, false
 	}
 	sp := c.SealedProbes
-	f := config.BoundedQueries{
-		Enabled: true, Runtime: sp.Runtime, TimeoutSeconds: sp.TimeoutSeconds, MemoryLimit: sp.MemoryLimit,
-		MemoryBytes: sp.MemoryBytes, Interpreter: sp.Interpreter, MaxInvocations: sp.MaxInvocations,
-		RootFS: b.RootFS, DockerSocket: b.DockerSocket, RunscPath: b.RunscPath,
-	}
+	f := config.BoundedQueries{ScriptJob: sp.ScriptJob, RootFS: b.RootFS, DockerSocket: b.DockerSocket, RunscPath: b.RunscPath}
+	// A fresh list: the sealedProbes block keeps its own, without sensitivity.
+	f.PrivateRepos = make([]config.Repo, 0, len(sp.PrivateRepos))
 	for _, r := range sp.PrivateRepos {
 		r.Sensitivity = proto.SensitivitySealed
 		f.PrivateRepos = append(f.PrivateRepos, r)
