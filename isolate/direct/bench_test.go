@@ -21,11 +21,8 @@ import (
 // the direct median to the bubblewrap median, and the median of each phase
 // of the direct runtime. One op is one run of each variant.
 func BenchmarkTrivialScript(b *testing.B) {
-	repo := seedRepo(b)
-	e := newEnv(b)
-	tpl := e.template(b, repo)
+	e, tpl, bare, repo := newBench(b)
 	ctx := context.Background()
-	bare := newBareVariant(b, repo)
 	bw := newBwrapVariant(b, repo)
 
 	var direct, bareT, bwrapT, prep, start, run, read, destroy []time.Duration
@@ -65,17 +62,10 @@ func BenchmarkTrivialScript(b *testing.B) {
 // run starts once the interpreter waits for its script, as in a pool that
 // refilled between requests.
 func BenchmarkPreparedAhead(b *testing.B) {
-	repo := seedRepo(b)
-	e := newEnv(b)
-	tpl := e.template(b, repo)
+	e, tpl, bare, _ := newBench(b)
 	ctx := context.Background()
-	bare := newBareVariant(b, repo)
 	pass := func(b *testing.B) time.Duration {
-		t0 := time.Now()
-		if out, err := exec.Command("/usr/bin/python3", "-I", "-S", "-B", "-c", "pass").CombinedOutput(); err != nil {
-			b.Fatalf("python3 -c pass: %v: %s", err, out)
-		}
-		return time.Since(t0)
+		return timed(b, "python3 -c pass", exec.Command("/usr/bin/python3", "-I", "-S", "-B", "-c", "pass"))
 	}
 	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
 
@@ -119,6 +109,15 @@ func BenchmarkPreparedAhead(b *testing.B) {
 	report(b, "warm-destroy-ms", destroy)
 }
 
+// newBench returns what the end-to-end benchmarks share: a runtime, the
+// template over a seed repository, the bare host interpreter's variant
+// over the same seed, and the seed.
+func newBench(b *testing.B) (*testEnv, isolate.Template, func(*testing.B) time.Duration, string) {
+	repo := seedRepo(b)
+	e := newEnv(b)
+	return e, e.template(b, repo), newBareVariant(b, repo), repo
+}
+
 // newBareVariant runs the script with the host interpreter, no sandbox.
 func newBareVariant(b *testing.B, repo string) func(*testing.B) time.Duration {
 	dir := b.TempDir()
@@ -126,15 +125,20 @@ func newBareVariant(b *testing.B, repo string) func(*testing.B) time.Duration {
 	script := filepath.Join(dir, "query-script.py")
 	require.NoError(b, os.WriteFile(script, []byte(benchScript), 0o644))
 	return func(b *testing.B) time.Duration {
-		t0 := time.Now()
 		cmd := exec.Command("/usr/bin/python3", "-I", "-S", "-B", script)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=/usr/bin", "LANG=C.UTF-8"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bare: %v: %s", err, out)
-		}
-		return time.Since(t0)
+		return timed(b, "bare", cmd)
 	}
+}
+
+// timed runs cmd and returns how long it took; a failure fails b as what.
+func timed(b *testing.B, what string, cmd *exec.Cmd) time.Duration {
+	t0 := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v: %s", what, err, out)
+	}
+	return time.Since(t0)
 }
 
 // newBwrapVariant runs the script under bubblewrap with the same root, a
@@ -151,17 +155,12 @@ func newBwrapVariant(b *testing.B, repo string) func(*testing.B) time.Duration {
 	return func(b *testing.B) time.Duration {
 		require.NoError(b, os.RemoveAll(query))
 		require.NoError(b, os.Mkdir(query, 0o777))
-		t0 := time.Now()
-		cmd := exec.Command(bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+		return timed(b, "bwrap", exec.Command(bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
 			"--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--hostname", "sandbox",
 			"--ro-bind", testRootFS, "/", "--proc", "/proc", "--dev", "/dev",
 			"--size", "16777216", "--tmpfs", "/tmp", "--bind", query, "/query", "--ro-bind", repo, "/query/repo",
 			"--ro-bind", awf, "/awf", "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "LANG", "C.UTF-8",
-			"--chdir", "/query", "/usr/bin/python3", "-I", "-S", "-B", isolate.ScriptPath)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bwrap: %v: %s", err, out)
-		}
-		return time.Since(t0)
+			"--chdir", "/query", "/usr/bin/python3", "-I", "-S", "-B", isolate.ScriptPath))
 	}
 }
 

@@ -14,14 +14,20 @@ import (
 // benchScript writes a small answer.
 const benchScript = "open('/query/out', 'w').write('{\"n\": 1}')\n"
 
+// newBench returns what the benchmarks share: a probed runtime, the
+// template over the test rootfs, and the job that runs benchScript.
+func newBench(b *testing.B) (*Runtime, isolate.Template, isolate.Job) {
+	r := newTestRuntime(b)
+	tpl := template(b, r, "")
+	require.NoError(b, r.Probe(context.Background()))
+	return r, tpl, isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
+}
+
 // BenchmarkRunTrivial measures one full Run (prepare, boot, hand-over, read,
 // destroy) of a script that writes a small answer, and reports the median.
 func BenchmarkRunTrivial(b *testing.B) {
-	r := newTestRuntime(b)
-	tpl := template(b, r, "")
+	r, tpl, job := newBench(b)
 	ctx := context.Background()
-	require.NoError(b, r.Probe(ctx))
-	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -42,11 +48,8 @@ func BenchmarkRunTrivial(b *testing.B) {
 // prepare, Exec, destroy) are interleaved in the same loop. It reports
 // the medians of both, their ratio, and the prepared path's phases.
 func BenchmarkPrepared(b *testing.B) {
-	r := newTestRuntime(b)
-	tpl := template(b, r, "")
+	r, tpl, job := newBench(b)
 	ctx := context.Background()
-	require.NoError(b, r.Probe(ctx))
-	job := isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
 	var warm, cold, start, run, destroy, prep []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
