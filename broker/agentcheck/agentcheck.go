@@ -374,7 +374,7 @@ func runProbes(ctx context.Context, fx *fixture, shimExe string, shim host.ShimA
 	for _, p := range catalogue {
 		r, ok := got[p.ID]
 		if !ok {
-			r = verify.Result{ID: p.ID, Group: "agent", Status: verify.Fail, Evidence: "the probe mode did not report this probe"}
+			r = agentResult(p.ID, verify.Fail, "the probe mode did not report this probe")
 		}
 		if p.ID == IDCounters && r.Status == verify.Pass && loadErr != "" {
 			r.Status, r.Evidence = verify.Fail, loadErr
@@ -407,14 +407,14 @@ func runUnshimmed(ctx context.Context, a host.ShimArgs, env, argv []string, stdi
 
 // cleanupFail is the result of a cleanup that failed.
 func cleanupFail(format string, a ...any) verify.Result {
-	return verify.Result{ID: IDCleanup, Group: "agent", Status: verify.Fail, Evidence: fmt.Sprintf(format, a...)}
+	return agentResult(IDCleanup, verify.Fail, fmt.Sprintf(format, a...))
 }
 
 // failAll is a FAIL of every probe, for a battery that could not run.
 func failAll(why string) []verify.Result {
 	var out []verify.Result
 	for _, p := range catalogue {
-		out = append(out, verify.Result{ID: p.ID, Group: "agent", Status: verify.Fail, Evidence: why})
+		out = append(out, agentResult(p.ID, verify.Fail, why))
 	}
 	return out
 }

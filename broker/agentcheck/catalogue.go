@@ -1,5 +1,7 @@
 package agentcheck
 
+import "github.com/awf-project/awf/isolate/verify"
+
 // Probe describes one check of the agent's view. The checks themselves run
 // inside the shim (see ProbeMain); this catalogue is what the report, the
 // documentation and the tests agree on.
@@ -60,6 +62,12 @@ var catalogue = []Probe{
 		"a host-wide counter moves with a sandbox's activity: a confidential query can signal its answer to the agent"},
 	{IDNetwork, "Lists its network interfaces (agent.network none: only lo may exist).",
 		"the agent has a network with agent.network none: it can reach the forge or any other host"},
+}
+
+// agentResult is one line of the battery's report: every result, a probe's or
+// agent/cleanup, is in the report's one group, "agent".
+func agentResult(id string, s verify.Status, evidence string) verify.Result {
+	return verify.Result{ID: id, Group: "agent", Status: s, Evidence: evidence}
 }
 
 // Catalogue returns the probes in report order. The slice is a copy.

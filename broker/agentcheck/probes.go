@@ -73,7 +73,7 @@ func ProbeMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	rep := probeReport{Version: specVersion, UID: os.Getuid()}
 	add := func(id string, s verify.Status, format string, a ...any) {
-		rep.Results = append(rep.Results, verify.Result{ID: id, Group: "agent", Status: s, Evidence: fmt.Sprintf(format, a...)})
+		rep.Results = append(rep.Results, agentResult(id, s, fmt.Sprintf(format, a...)))
 	}
 	if rep.UID != spec.AgentUID || os.Geteuid() != spec.AgentUID {
 		fmt.Fprintf(stderr, "agentcheck: probes run as uid %d/%d, want the agent user %d\n", os.Getuid(), os.Geteuid(), spec.AgentUID)
