@@ -15,3 +15,7 @@ const (
 	// the reference's client reads it.
 	ProbeSocketEnv = "AWF_SEALED_PROBE_SOCKET"
 )
+
+// AgentMaxTaskBytesEnv names the task cap awf gives bounded-agent
+// (boundedAgents.maxTaskBytes); the CLI's own cap can only be lowered by it.
+const AgentMaxTaskBytesEnv = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"

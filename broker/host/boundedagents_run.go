@@ -17,6 +17,7 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/staging"
 )
 
@@ -30,10 +31,8 @@ var _ broker.CapabilityIssuer = (*apiproxy.Control)(nil)
 
 // The agent's variables for bounded agents.
 const (
-	AgentSocketEnv       = "AWF_BOUNDED_AGENT_SOCKET"
-	AgentSkillEnv        = "AWF_BOUNDED_AGENT_SKILL"
-	AgentReposEnv        = "AWF_BOUNDED_AGENT_REPOS"
-	AgentMaxTaskBytesEnv = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
+	AgentSkillEnv = "AWF_BOUNDED_AGENT_SKILL"
+	AgentReposEnv = "AWF_BOUNDED_AGENT_REPOS"
 )
 
 // AgentSpec is the bounded-agent broker's part of a run: the trusted
@@ -135,10 +134,10 @@ func agentEnv(a *AgentSpec, repos []string) []string {
 		return nil
 	}
 	return []string{
-		AgentSocketEnv + "=" + a.Socket,
+		proto.AgentSocketEnv + "=" + a.Socket,
 		AgentSkillEnv + "=" + a.SkillPath,
 		AgentReposEnv + "=" + strings.Join(repos, ","),
-		AgentMaxTaskBytesEnv + "=" + strconv.Itoa(a.MaxTaskBytes),
+		proto.AgentMaxTaskBytesEnv + "=" + strconv.Itoa(a.MaxTaskBytes),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/enclave"
 	"github.com/awf-project/awf/policy"
+	"github.com/awf-project/awf/proto"
 )
 
 const agentRunDoc = `{"boundedQueries":{"enabled":true,"privateRepos":[{"repo":"o/q","sensitivity":"internal","source":"/srv/q"}]},
@@ -63,12 +64,12 @@ func TestAgentSpecFromConfig(t *testing.T) {
 	assert.Nil(t, EnclaveLimits(loadAgentConfig(t, `{}`)))
 
 	assert.Equal(t, []string{
-		"AWF_BOUNDED_AGENT_SOCKET=" + a.Socket, "AWF_BOUNDED_AGENT_SKILL=" + a.SkillPath,
+		proto.AgentSocketEnv + "=" + a.Socket, "AWF_BOUNDED_AGENT_SKILL=" + a.SkillPath,
 		"AWF_BOUNDED_AGENT_REPOS=o/r,o/p", "AWF_BOUNDED_AGENT_MAX_TASK_BYTES=200",
 	}, agentEnv(&a, []string{"o/r", "o/p"}))
 	assert.Nil(t, agentEnv(nil, nil))
-	assert.True(t, dropAgentVar(&a, "AWF_BOUNDED_AGENT_SOCKET"))
-	assert.False(t, dropAgentVar(nil, "AWF_BOUNDED_AGENT_SOCKET"))
+	assert.True(t, dropAgentVar(&a, proto.AgentSocketEnv))
+	assert.False(t, dropAgentVar(nil, proto.AgentSocketEnv))
 }
 
 func TestWriteAgentIngress(t *testing.T) {

@@ -8,18 +8,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/proto"
 )
 
 func TestAgentEnvRemovesTokensAndSetsTheRun(t *testing.T) {
 	r := &Run{Layout: NewLayout("0123456789abcdef0123456789abcdef", "", "", ""), Agent: Agent{UID: 1000, GID: 1000, Name: "runner", Home: "/home/runner"}, Repos: []string{"o/a", "o/b"}}
-	env := AgentEnv([]string{"GH_TOKEN=x", "GITHUB_TOKEN=y", "GITHUB_PERSONAL_ACCESS_TOKEN=z", "AWF_BOUNDED_QUERY_SOCKET=/evil", "PATH=/usr/bin", "HOME=/root", "KEEP=1"}, r)
+	env := AgentEnv([]string{"GH_TOKEN=x", "GITHUB_TOKEN=y", "GITHUB_PERSONAL_ACCESS_TOKEN=z", proto.QuerySocketEnv + "=/evil", "PATH=/usr/bin", "HOME=/root", "KEEP=1"}, r)
 	joined := strings.Join(env, "\n")
 	for _, bad := range []string{"GH_TOKEN", "GITHUB_TOKEN", "GITHUB_PERSONAL_ACCESS_TOKEN", "/evil", "HOME=/root"} {
 		assert.NotContains(t, joined, bad)
 	}
 	assert.Contains(t, env, "KEEP=1")
 	assert.Contains(t, env, "PATH="+r.Layout.SkillDir+":/usr/bin")
-	assert.Contains(t, env, "AWF_BOUNDED_QUERY_SOCKET="+r.Layout.Socket)
+	assert.Contains(t, env, proto.QuerySocketEnv+"="+r.Layout.Socket)
 	assert.Contains(t, env, "AWF_BOUNDED_QUERY_REPOS=o/a,o/b")
 	assert.Contains(t, env, "AWF_BOUNDED_QUERY_SKILL="+r.Layout.SkillPath)
 	assert.Contains(t, env, "HOME=/home/runner")

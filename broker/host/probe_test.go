@@ -49,7 +49,7 @@ func TestProbeOnlyFrame(t *testing.T) {
 // variable.
 func TestProbeAgentEnv(t *testing.T) {
 	l := NewLayout(NewRunID(), "/p", "/i", "/a")
-	base := []string{"PATH=/bin", "AWF_SEALED_PROBE_SOCKET=/tmp/stale.sock", "LANG=C"}
+	base := []string{"PATH=/bin", proto.ProbeSocketEnv + "=/tmp/stale.sock", "LANG=C"}
 	names := func(env []string) map[string]string {
 		m := map[string]string{}
 		for _, kv := range env {
@@ -62,14 +62,14 @@ func TestProbeAgentEnv(t *testing.T) {
 	plain := names(AgentEnv(base, &Run{Layout: l, Repos: []string{"o/q"}}))
 	assert.Equal(t, "/tmp/stale.sock", plain[proto.ProbeSocketEnv], "disabled: nothing changes")
 	assert.NotContains(t, plain, "AWF_SEALED_PROBE_SKILL")
-	assert.Equal(t, l.Socket, plain["AWF_BOUNDED_QUERY_SOCKET"])
+	assert.Equal(t, l.Socket, plain[proto.QuerySocketEnv])
 
 	p := probePaths(l)
 	beside := names(AgentEnv(base, &Run{Layout: l, Repos: []string{"o/q"}, ProbeRepos: []string{"o/a"}, Spec: Spec{Probe: &p}}))
 	assert.Equal(t, p.Socket, beside[proto.ProbeSocketEnv])
 	assert.Equal(t, p.SkillPath, beside["AWF_SEALED_PROBE_SKILL"])
 	assert.Equal(t, "o/a", beside["AWF_SEALED_PROBE_REPOS"])
-	assert.Equal(t, l.Socket, beside["AWF_BOUNDED_QUERY_SOCKET"])
+	assert.Equal(t, l.Socket, beside[proto.QuerySocketEnv])
 	assert.NotEqual(t, l.Socket, p.Socket)
 
 	only := names(AgentEnv(base, &Run{Layout: l, Repos: []string{"o/a"}, Spec: Spec{Kind: KindProbe}}))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/staging"
 	"golang.org/x/sys/unix"
 )
@@ -87,7 +88,7 @@ func cmdBroker(ctx context.Context, e env) int {
 	}
 	l := r.Layout
 	fmt.Fprintf(e.stdout, "socket: %s\n", l.Socket)
-	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SOCKET=%s\n", l.Socket)
+	fmt.Fprintf(e.stdout, "export %s=%s\n", proto.QuerySocketEnv, l.Socket)
 	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_SKILL=%s\n", l.SkillPath)
 	fmt.Fprintf(e.stdout, "export AWF_BOUNDED_QUERY_REPOS=%s\n", strings.Join(r.Repos, ","))
 	for _, kv := range host.ProbeEnv(r) {

@@ -32,10 +32,6 @@ const (
 	maxTaskBytes = 65536
 )
 
-// envMaxTaskBytes is the task cap awf gives the agent; the socket's variable
-// is proto.AgentSocketEnv.
-const envMaxTaskBytes = "AWF_BOUNDED_AGENT_MAX_TASK_BYTES"
-
 func main() { client.Main(client.ErrorLine, run) }
 
 func run(argv []string) string {
@@ -43,7 +39,7 @@ func run(argv []string) string {
 	if err != nil {
 		return client.ErrorLine
 	}
-	limit, err := taskLimit(os.Getenv(envMaxTaskBytes))
+	limit, err := taskLimit(os.Getenv(proto.AgentMaxTaskBytesEnv))
 	if err != nil {
 		return client.ErrorLine
 	}

@@ -124,11 +124,11 @@ func TestCLIRejectsLocally(t *testing.T) {
 		assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader(strings.Repeat("a", 65537)), ok...))
 	})
 	t.Run("task over the configured cap", func(t *testing.T) {
-		assert.Equal(t, errLine, cli.Run(t, append(env, envMaxTaskBytes+"=10"), strings.NewReader(strings.Repeat("a", 11)), ok...))
+		assert.Equal(t, errLine, cli.Run(t, append(env, proto.AgentMaxTaskBytesEnv+"=10"), strings.NewReader(strings.Repeat("a", 11)), ok...))
 	})
 	t.Run("bad configured cap", func(t *testing.T) {
 		for _, v := range []string{"0", "-1", "65537", "x", "10 "} {
-			assert.Equal(t, errLine, cli.Run(t, append(env, envMaxTaskBytes+"="+v), strings.NewReader("a"), ok...), v)
+			assert.Equal(t, errLine, cli.Run(t, append(env, proto.AgentMaxTaskBytesEnv+"="+v), strings.NewReader("a"), ok...), v)
 		}
 	})
 	t.Run("invalid utf8", func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 	assert.Empty(t, contacted, "a locally rejected request contacted the broker")
 
 	// Within the configured cap it is sent.
-	cli.Run(t, append(env, envMaxTaskBytes+"=10"), strings.NewReader(strings.Repeat("a", 10)), ok...)
+	cli.Run(t, append(env, proto.AgentMaxTaskBytesEnv+"=10"), strings.NewReader(strings.Repeat("a", 10)), ok...)
 	select {
 	case <-contacted:
 	case <-time.After(5 * time.Second):

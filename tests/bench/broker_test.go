@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // measureStartup times the bounded-query client to a local refusal (no
@@ -189,7 +191,7 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 	for i := 0; i < s.p.brokerN+s.p.brokerN/2; i++ {
 		q := exec.Command(filepath.Join(s.env.BinDir, "bounded-query"), "--repo", "bench/r"+mid.id, "--schema", schema)
 		q.Dir = "/"
-		q.Env = []string{"PATH=/usr/bin:/bin", "AWF_BOUNDED_QUERY_SOCKET=" + socket}
+		q.Env = []string{"PATH=/usr/bin:/bin", proto.QuerySocketEnv + "=" + socket}
 		q.Stdin = strings.NewReader(w.Script)
 		q.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 		t0 := time.Now()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/proto"
 )
 
 const (
@@ -48,7 +50,7 @@ curl --silent --show-error --noproxy '*' --max-time 660 --unix-socket "$AWF_BOUN
 	require.NoError(t, os.WriteFile(wp, []byte(wrapper), 0o755))
 	run := func(repo, schema, stdin string) string {
 		cmd := exec.Command("/bin/sh", wp, repo, schema)
-		cmd.Env = []string{"PATH=" + filepath.Dir(curl) + ":/usr/bin:/bin", "AWF_BOUNDED_QUERY_SOCKET=" + b.socket}
+		cmd.Env = []string{"PATH=" + filepath.Dir(curl) + ":/usr/bin:/bin", proto.QuerySocketEnv + "=" + b.socket}
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.Output()
 		require.NoError(t, err)
