@@ -54,10 +54,8 @@ func newTestRuntime(t testing.TB) *Runtime {
 // StateDir and DockerSocket are the test's).
 func newTestRuntimeWith(t testing.TB, h isolate.HostConfig) *Runtime {
 	t.Helper()
-	h.RunID, h.StateDir, h.DockerSocket = isolatetest.RandomID(t), t.TempDir(), testSocket
-	rt, err := New(h)
-	require.NoError(t, err)
-	r := rt.(*Runtime)
+	h.DockerSocket = testSocket
+	r := isolatetest.Open[*Runtime](t, New, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, r.Probe(ctx), "no usable Docker daemon at %s (%s); run `tests/setup/dockerd.sh start` first", testSocket, socketEnv)

@@ -21,7 +21,8 @@ import (
 // that many CPUs.
 func TestSandboxCPUs(t *testing.T) {
 	cpus := isolatetest.LastCPU(t)
-	r := newTestRuntimeWith(t, isolate.HostConfig{SandboxCPUs: cpus})
+	r := newTestRuntime(t)
+	r.cpus = cpus
 
 	// While the script sleeps, read the affinity of every host task in the
 	// sandbox's cgroup.

@@ -64,17 +64,7 @@ func runProbed(m *testing.M) int {
 // sweeps it and checks that nothing is left behind.
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	return newTestRuntimeWith(t, isolate.HostConfig{})
-}
-
-// newTestRuntimeWith is newTestRuntime with h's other fields (RunID,
-// StateDir and CgroupParent are the test's).
-func newTestRuntimeWith(t testing.TB, h isolate.HostConfig) *Runtime {
-	t.Helper()
-	h.RunID, h.StateDir, h.CgroupParent = isolatetest.RandomID(t), t.TempDir(), "awf-test"
-	rt, err := New(h)
-	require.NoError(t, err)
-	r := rt.(*Runtime)
+	r := isolatetest.Open[*Runtime](t, New, isolate.HostConfig{CgroupParent: "awf-test"})
 	r.platform, r.unimpl = probed.platform, probed.unimpl
 	isolatetest.SweepAtCleanup(t, r, 30*time.Second, func() { requireNoLeftovers(t, r) })
 	return r

@@ -77,6 +77,18 @@ func RandomID(t testing.TB) string {
 	return hex.EncodeToString(b[:])
 }
 
+// Open opens a backend's runtime for a test with open (the backend's New)
+// and h, whose RunID and StateDir become the test's own (RandomID, a
+// temporary directory), and returns it as the backend's type R, whose
+// fields its tests read.
+func Open[R isolate.Runtime](t testing.TB, open func(isolate.HostConfig) (isolate.Runtime, error), h isolate.HostConfig) R {
+	t.Helper()
+	h.RunID, h.StateDir = RandomID(t), t.TempDir()
+	rt, err := open(h)
+	require.NoError(t, err)
+	return rt.(R)
+}
+
 // Policy returns the project's default seccomp policy.
 func Policy(t testing.TB) *policy.Policy {
 	t.Helper()
