@@ -11,10 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
+	"github.com/awf-project/awf/broker/jsonfile"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -93,8 +92,7 @@ type Record struct {
 // Audit is the protected audit log: JSONL appended to a 0600 file in a 0700
 // directory of the private root. It is never visible to the agent.
 type Audit struct {
-	mu  sync.Mutex
-	f   *os.File
+	log *jsonfile.Log // on the opened file
 	now func() time.Time
 	// version and ciRunID are stamped on every record.
 	version, ciRunID string
@@ -107,7 +105,7 @@ func OpenAudit(dir, name string) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Audit{f: f, now: time.Now, version: proto.Version(), ciRunID: os.Getenv("GITHUB_RUN_ID")}, nil
+	return &Audit{log: jsonfile.NewLog(f, "awf broker"), now: time.Now, version: proto.Version(), ciRunID: os.Getenv("GITHUB_RUN_ID")}, nil
 }
 
 func openProtected(dir, name string) (*os.File, error) {
@@ -118,12 +116,8 @@ func openProtected(dir, name string) (*os.File, error) {
 		return nil, fmt.Errorf("audit dir %s: %w", dir, err)
 	}
 	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := jsonfile.OpenAppend(p)
 	if err != nil {
-		return nil, fmt.Errorf("audit log %s: %w", p, err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("audit log %s: %w", p, err)
 	}
 	return f, nil
@@ -136,16 +130,8 @@ func (a *Audit) Write(r Record) {
 	}
 	r.TS = a.now().UTC().Format(time.RFC3339Nano)
 	r.AWFVersion, r.CIRunID = a.version, a.ciRunID
-	r.Detail = truncateUTF8(r.Detail, maxDetail)
-	line, err := json.Marshal(r)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.f.Write(append(line, '\n')); err != nil {
-		fmt.Fprintf(os.Stderr, "awf broker: audit write failed: %v\n", err)
-	}
+	r.Detail = jsonfile.Clip(r.Detail, maxDetail)
+	a.log.Append(r)
 }
 
 // Failure appends a failure record.
@@ -163,21 +149,12 @@ func (a *Audit) Close() error {
 	if a == nil {
 		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.f.Close()
+	return a.log.Close()
 }
 
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
-}
+// truncateUTF8 is jsonfile.Clip under the name the broker's framing and
+// header errors use for the values they quote.
+func truncateUTF8(s string, n int) string { return jsonfile.Clip(s, n) }
 
 // Telemetry lifecycle classes and capability states: the seed's sets. A
 // bounded-agent job's class is ClassInvocation where a query's is

@@ -1,14 +1,12 @@
 package apiproxy
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/awf-project/awf/broker/jsonfile"
 )
 
 // AuditFile is the name of the proxy's log in the run's audit directory.
@@ -49,34 +47,12 @@ type Entry struct {
 // answer, whatever its status, went back to the caller.
 const OutcomeForwarded = "forwarded"
 
-// auditLog appends entries to a writer, one JSON line each.
-type auditLog struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (a *auditLog) write(e Entry) {
-	line, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.w.Write(append(line, '\n')); err != nil {
-		fmt.Fprintf(os.Stderr, "awf api-proxy: audit write failed: %v\n", err)
-	}
-}
-
 // OpenAuditFile opens path for appending: created 0600, never through a
 // symbolic link. Its directory must exist (the run's protected audit
 // directory, 0700).
 func OpenAuditFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := jsonfile.OpenAppend(path)
 	if err != nil {
-		return nil, fmt.Errorf("api proxy audit log: %w", err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("api proxy audit log: %w", err)
 	}
 	return f, nil
@@ -90,7 +66,7 @@ func logPath(p string) string {
 		}
 		return r
 	}, p)
-	return clip(p, 200)
+	return jsonfile.Clip(p, 200)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

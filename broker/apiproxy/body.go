@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/awf-project/awf/broker/jsonfile"
 )
 
 // Bounds of the strict scanner.
@@ -157,7 +159,7 @@ func checkRequest(p Protocol, b []byte, allowedModel string, maxTokens int) (che
 		return c, refuse(CodeModelNotAllowed, "request must name the model as a string")
 	}
 	if model != allowedModel {
-		return c, refuse(CodeModelNotAllowed, "model %s is not allowed for this caller (it is never rewritten)", strconv.QuoteToASCII(clip(model, 128)))
+		return c, refuse(CodeModelNotAllowed, "model %s is not allowed for this caller (it is never rewritten)", strconv.QuoteToASCII(jsonfile.Clip(model, 128)))
 	}
 	c.Model = model
 	if v, ok := f["stream"]; ok {
@@ -197,16 +199,4 @@ func checkRequest(p Protocol, b []byte, allowedModel string, maxTokens int) (che
 		return c, refuse(CodeMaxTokensRequired, "the request must state %s (at most %d)", names[0], maxTokens)
 	}
 	return c, nil
-}
-
-// clip shortens s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/awf-project/awf/broker/jsonfile"
 )
 
 // Protocol is a provider wire protocol.
@@ -89,7 +91,7 @@ type Proxy struct {
 	upstreams map[Protocol]*upstream
 	transport *http.Transport
 	caps      *registry
-	audit     *auditLog
+	audit     *jsonfile.Log
 	now       func() time.Time
 
 	dialsMu sync.Mutex // guards dials
@@ -104,7 +106,7 @@ func New(o Options) (*Proxy, error) {
 	if len(o.Targets) == 0 {
 		return nil, errors.New("api proxy: no target")
 	}
-	p := &Proxy{upstreams: map[Protocol]*upstream{}, caps: newRegistry(), audit: &auditLog{w: o.Audit}, now: time.Now}
+	p := &Proxy{upstreams: map[Protocol]*upstream{}, caps: newRegistry(), audit: jsonfile.NewLog(o.Audit, "awf api-proxy"), now: time.Now}
 	for _, t := range o.Targets {
 		if t.Protocol != OpenAI && t.Protocol != Anthropic {
 			return nil, fmt.Errorf("api proxy: unknown protocol %q", t.Protocol)
@@ -223,7 +225,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.Status, e.ResponseBytes = status, respBytes
 	e.TS = stamp(start)
 	e.DurationMs = p.now().Sub(start).Milliseconds()
-	p.audit.write(e)
+	p.audit.Append(e)
 }
 
 // serve does the work of ServeHTTP. It either writes the forwarded answer
