@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/broker/jsonfile"
 
 	"github.com/awf-project/awf/isolate/ownthread"
 )
@@ -128,45 +129,14 @@ func ReadKeys(c *config.APIProxy, getenv func(string) string) (map[Protocol]stri
 }
 
 // WriteSpec writes s to path, exclusively, 0600.
-func WriteSpec(path string, s Spec) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("api proxy spec: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("api proxy spec: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("api proxy spec: %w", err)
-	}
-	return f.Close()
-}
+func WriteSpec(path string, s Spec) error { return jsonfile.WriteSpec(path, "api proxy spec", s) }
 
 // ReadSpec reads a spec written by WriteSpec; the file must be a regular
-// root-owned file closed to others.
+// root-owned file closed to others, of at most jsonfile.MaxSpecBytes.
 func ReadSpec(path string) (Spec, error) {
 	var s Spec
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return s, fmt.Errorf("api proxy spec: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return s, fmt.Errorf("api proxy spec: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o077 != 0 {
-		return s, fmt.Errorf("api proxy spec %s: must be a regular root-owned file closed to others", path)
-	}
-	dec := json.NewDecoder(io.LimitReader(f, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("api proxy spec %s: %w", path, err)
-	}
-	return s, nil
+	err := jsonfile.ReadSpec(path, "api proxy spec", &s)
+	return s, err
 }
 
 // Process is a running proxy process.

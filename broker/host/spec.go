@@ -1,11 +1,6 @@
 package host
 
-import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"syscall"
-)
+import "github.com/awf-project/awf/broker/jsonfile"
 
 // Spec is what the broker process needs to start. awf writes it (0600) into
 // the private root; it holds no credential.
@@ -43,43 +38,13 @@ type Spec struct {
 }
 
 // WriteSpec writes s to its layout's spec path, exclusively.
-func WriteSpec(s Spec) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("broker spec: %w", err)
-	}
-	f, err := os.OpenFile(s.Layout.SpecPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("broker spec: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("broker spec: %w", err)
-	}
-	return f.Close()
-}
+func WriteSpec(s Spec) error { return jsonfile.WriteSpec(s.Layout.SpecPath, "broker spec", s) }
 
 // ReadSpec reads a spec written by WriteSpec. The file must be a regular
-// file owned by root and closed to others.
+// file owned by root and closed to others, of at most jsonfile.MaxSpecBytes
+// (a spec is paths and limits, a few KiB).
 func ReadSpec(path string) (Spec, error) {
 	var s Spec
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return s, fmt.Errorf("broker spec: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return s, fmt.Errorf("broker spec: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o077 != 0 {
-		return s, fmt.Errorf("broker spec %s: must be a regular root-owned file closed to others", path)
-	}
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("broker spec %s: %w", path, err)
-	}
-	return s, nil
+	err := jsonfile.ReadSpec(path, "broker spec", &s)
+	return s, err
 }

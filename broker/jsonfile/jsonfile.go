@@ -1,11 +1,12 @@
 // Package jsonfile owns the JSON files awf keeps in its private root: the
-// JSON-line audit logs it appends to (the broker's and the API proxy's).
-// Every one is 0600 and never opened through a symbolic link.
+// JSON-line audit logs it appends to (the broker's and the API proxy's) and
+// the spec files awf writes for a process it starts, which that process
+// reads back. Every one is 0600 and never opened through a symbolic link.
 //
 // It does not make or check the directories the files are in (their owners
-// lay out the private root), and it does not know any record's shape. It
-// imports no other package of awf, so that the broker and the API proxy,
-// neither of which imports the other, can share it.
+// lay out the private root), and it does not know any record's or spec's
+// shape. It imports no other package of awf, so that the broker and the API
+// proxy, neither of which imports the other, can share it.
 package jsonfile
 
 import (
@@ -86,6 +87,56 @@ func (l *Log) Close() error {
 	defer l.mu.Unlock()
 	if c, ok := l.w.(io.Closer); ok {
 		return c.Close()
+	}
+	return nil
+}
+
+// MaxSpecBytes caps what ReadSpec reads. A spec holds paths and limits, a
+// few KiB; a larger file is not one awf wrote.
+const MaxSpecBytes = 1 << 20
+
+// WriteSpec writes v as indented JSON to path, which must not exist yet:
+// created 0600, exclusively, never through a symbolic link. what names the
+// spec in errors ("broker spec").
+func WriteSpec(path, what string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return f.Close()
+}
+
+// ReadSpec decodes the spec at path into v, refusing unknown fields and
+// reading at most MaxSpecBytes. The file must be a regular file owned by
+// root and closed to others, as WriteSpec run by root leaves it: a spec says
+// what a root process will do, so nobody else may have written it. what
+// names the spec in errors ("broker spec").
+func ReadSpec(path, what string, v any) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s %s: must be a regular root-owned file closed to others", what, path)
+	}
+	dec := json.NewDecoder(io.LimitReader(f, MaxSpecBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	return nil
 }
