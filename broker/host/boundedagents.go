@@ -86,16 +86,8 @@ func BoundedAgentChecks(c *config.Config, getenv func(string) string, hostChecks
 	}
 	token := staging.ResolveToken(getenv)
 	for i, r := range ba.PrivateRepos {
-		p := fmt.Sprintf("boundedAgents.privateRepos[%d].source", i)
-		switch {
-		case strings.HasPrefix(r.Source, "/"):
-			if fi, err := os.Stat(r.Source); err != nil {
-				add(p, "%s cannot be staged: %v", r.Repo, err)
-			} else if !fi.IsDir() {
-				add(p, "%s cannot be staged: %s is not a directory", r.Repo, r.Source)
-			}
-		case token == "":
-			add(p, "%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", r.Repo, sourceName(r.Source))
+		if m := RepoSourceCheck(fmt.Sprintf("boundedAgents.privateRepos[%d].source", i), r, token, sourceName(r.Source)); m != "" {
+			out = append(out, m)
 		}
 	}
 	if !hostChecks {
@@ -124,6 +116,25 @@ func BoundedAgentChecks(c *config.Config, getenv func(string) string, hostChecks
 		}
 	}
 	return out
+}
+
+// RepoSourceCheck is the check before staging of one private repository's
+// source, as awf run's checks report it: "" when r can be staged, else
+// "field: why". A local source ("/…") must be an existing directory; any
+// other is fetched, which needs a staging credential (token). from names
+// where a fetched source comes from ("GitHub", or its URL).
+func RepoSourceCheck(field string, r config.Repo, token, from string) string {
+	switch {
+	case strings.HasPrefix(r.Source, "/"):
+		if fi, err := os.Stat(r.Source); err != nil {
+			return fmt.Sprintf("%s: %s cannot be staged: %v", field, r.Repo, err)
+		} else if !fi.IsDir() {
+			return fmt.Sprintf("%s: %s cannot be staged: %s is not a directory", field, r.Repo, r.Source)
+		}
+	case token == "":
+		return fmt.Sprintf("%s: %s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", field, r.Repo, from)
+	}
+	return ""
 }
 
 // preflightAgents is BoundedAgentChecks as Prepare reports it.

@@ -173,16 +173,9 @@ func runChecks(c *config.Config, getenv func(string) string, preflight bool, cli
 		}
 	}
 	for i, r := range bq.PrivateRepos {
-		p := fmt.Sprintf("boundedQueries.privateRepos[%d].source", i)
-		switch {
-		case strings.HasPrefix(r.Source, "/"):
-			if fi, err := os.Stat(r.Source); err != nil {
-				add(p, "%s cannot be staged: %v", r.Repo, err)
-			} else if !fi.IsDir() {
-				add(p, "%s cannot be staged: %s is not a directory", r.Repo, r.Source)
-			}
-		case token == "":
-			add(p, "%s is staged from GitHub but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", r.Repo)
+		// The query broker's message names GitHub for any fetched source.
+		if m := host.RepoSourceCheck(fmt.Sprintf("boundedQueries.privateRepos[%d].source", i), r, token, "GitHub"); m != "" {
+			out = append(out, m)
 		}
 	}
 	if !preflight {
