@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/tests/fixture/curlquery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,20 +59,9 @@ func serveOn(t *testing.T, b *Broker) (srv *Server, sock string, done chan error
 	return srv, sock, done
 }
 
-// curlRequest builds a request byte for byte as the reference wrapper's curl
-// invocation sends it (--data-binary @-, Content-Type set, Expect suppressed).
-func curlRequest(repo, schema, body string) string {
-	return "POST /query HTTP/1.1\r\n" +
-		"Host: localhost\r\n" +
-		"User-Agent: curl/7.88.1\r\n" +
-		"Accept: */*\r\n" +
-		"X-AWF-Query-Version: 2\r\n" +
-		"X-AWF-Repo: " + repo + "\r\n" +
-		"X-AWF-Schema-B64: " + base64.RawURLEncoding.EncodeToString([]byte(schema)) + "\r\n" +
-		"Content-Type: application/octet-stream\r\n" +
-		fmt.Sprintf("Content-Length: %d\r\n", len(body)) +
-		"\r\n" + body
-}
+// curlRequest is curlquery.Request: a request exactly as the reference
+// wrapper's curl invocation sends it.
+func curlRequest(repo, schema, body string) string { return curlquery.Request(repo, schema, body) }
 
 func (ts *testServer) raw(t *testing.T, req string) string {
 	t.Helper()

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/tests/fixture/curlquery"
 )
 
 // fgBroker is "awf broker --config F" running in the foreground.
@@ -82,20 +83,10 @@ func (b *fgBroker) stop(t *testing.T) {
 	}
 }
 
-// wrapperRequest builds a request exactly as the reference shell wrapper's
-// curl invocation does (curl --unix-socket S -H ... -H 'Expect:'
-// --data-binary @- http://localhost/query).
+// wrapperRequest is curlquery.Request as bytes: a request exactly as the
+// reference shell wrapper's curl invocation sends it.
 func wrapperRequest(repo, schema, script string) []byte {
-	return []byte("POST /query HTTP/1.1\r\n" +
-		"Host: localhost\r\n" +
-		"User-Agent: curl/7.88.1\r\n" +
-		"Accept: */*\r\n" +
-		"X-AWF-Query-Version: 2\r\n" +
-		"X-AWF-Repo: " + repo + "\r\n" +
-		"X-AWF-Schema-B64: " + base64.RawURLEncoding.EncodeToString([]byte(schema)) + "\r\n" +
-		"Content-Type: application/octet-stream\r\n" +
-		fmt.Sprintf("Content-Length: %d\r\n", len(script)) +
-		"\r\n" + script)
+	return []byte(curlquery.Request(repo, schema, script))
 }
 
 // exchange sends one raw request and returns the whole raw response.
