@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -97,16 +96,14 @@ func agentRequest(repo, schema, task string) string {
 // overlaps a job, and Close empties the pool.
 func TestAgentWarmPool(t *testing.T) {
 	dir := t.TempDir()
-	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-agent.jsonl")
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a := testAudit(t, dir, "bounded-agent.jsonl")
 	iss := &fakeIssuer{}
 	k, err := NewAgentKind(agentOptions(dir, iss))
 	require.NoError(t, err)
 	lane := make(chan struct{}, 1)
 	rt := &poolingEnclaveRuntime{fakeEnclaveRuntime: &fakeEnclaveRuntime{iss: iss}, lane: lane}
 	seeds := []Seed{{Repo: "o/r", Dir: "/seeds/r", Sensitivity: "public"}, {Repo: "o/s", Dir: "/seeds/s", Sensitivity: "public"}}
-	b, err := New(Options{Kind: k, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: k, Runtime: rt, Template: testTemplate(),
 		Seeds: seeds, MaxInvocations: 32, Timeout: 120 * time.Second, Audit: a, Lane: lane, WarmPool: 1})
 	require.NoError(t, err)
 	require.NotNil(t, rt.pool)
@@ -142,7 +139,7 @@ func TestAgentWarmPool(t *testing.T) {
 	require.NoError(t, <-done)
 	require.NoError(t, b.Close(ctx))
 	assert.Equal(t, 2, rt.pool.Stats().Destroyed, "the idle enclaves are destroyed at Close")
-	assert.Contains(t, readAudit(t, filepath.Join(dir, "audit", "bounded-agent.jsonl")), LifecyclePoolClosed)
+	assert.Contains(t, auditText(t, dir, "bounded-agent.jsonl"), LifecyclePoolClosed)
 }
 
 // TestAgentWarmPoolNeedsAPooler: a bounded-agent broker asked for a warm
@@ -153,10 +150,10 @@ func TestAgentWarmPoolNeedsAPooler(t *testing.T) {
 	iss := &fakeIssuer{}
 	k, err := NewAgentKind(agentOptions(dir, iss))
 	require.NoError(t, err)
-	_, err = New(Options{Kind: k, Runtime: &fakeEnclaveRuntime{iss: iss}, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	_, err = New(Options{Kind: k, Runtime: &fakeEnclaveRuntime{iss: iss}, Template: testTemplate(),
 		Seeds: []Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "public"}}, MaxInvocations: 8, Timeout: 120 * time.Second, WarmPool: 1})
 	assert.ErrorContains(t, err, "prepares no enclave ahead")
-	b, err := New(Options{Kind: k, Runtime: &fakeEnclaveRuntime{iss: iss}, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: k, Runtime: &fakeEnclaveRuntime{iss: iss}, Template: testTemplate(),
 		Seeds: []Seed{{Repo: "o/r", Dir: "/s", Sensitivity: "public"}}, MaxInvocations: 8, Timeout: 120 * time.Second})
 	require.NoError(t, err)
 	assert.Nil(t, b.pool)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -102,29 +100,24 @@ func (s *pooledSandboxes) state() (made []pooledSandbox, overlaps []string) {
 }
 
 // pooledBroker is a query broker over a fake runtime whose sandboxes come
-// from sup, with a warm pool of size.
+// from sup, with a warm pool of size; the string is the test directory
+// whose audit log poolAudit reads.
 func pooledBroker(t *testing.T, size int, sup *pooledSandboxes, clock Clock, fr Freezer, lane chan struct{}, seeds ...Seed) (*Broker, *fakeRuntime, string) {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := OpenAudit(filepath.Join(dir, "audit"), "bounded-query.jsonl")
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
+	a := testAudit(t, dir, "bounded-query.jsonl")
 	rt := &fakeRuntime{}
 	if sup != nil {
 		rt.prepare = sup.prepare
 	}
-	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: isolate.Template{RunID: "r", Limits: isolate.DefaultLimits()},
+	b, err := New(Options{Kind: QueryKind{}, Runtime: rt, Template: testTemplate(),
 		Seeds: seeds, MaxInvocations: 32, Timeout: 30 * time.Second, Clock: clock, Audit: a, Freezer: fr, Lane: lane, WarmPool: size})
 	require.NoError(t, err)
-	return b, rt, filepath.Join(dir, "audit", "bounded-query.jsonl")
+	return b, rt, dir
 }
 
-func readAudit(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return string(b)
-}
+// poolAudit is the audit log of the pooledBroker made in dir.
+func poolAudit(t *testing.T, dir string) string { return auditText(t, dir, "bounded-query.jsonl") }
 
 // TestWarmPoolZeroIsTodaysPipeline: without a pool nothing is prepared
 // ahead (the fake runtime panics on Prepare), the runtime's own Run gets
@@ -133,7 +126,7 @@ func readAudit(t *testing.T, path string) string {
 func TestWarmPoolZeroIsTodaysPipeline(t *testing.T) {
 	clock := &fakeClock{}
 	lane := make(chan struct{}, 1)
-	b, rt, audit := pooledBroker(t, 0, nil, clock, nil, lane, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
+	b, rt, dir := pooledBroker(t, 0, nil, clock, nil, lane, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
 	ctx := context.Background()
 	lane <- struct{}{} // a pool call that took the lane would block here
 	require.NoError(t, b.FillPool(ctx))
@@ -148,7 +141,7 @@ func TestWarmPoolZeroIsTodaysPipeline(t *testing.T) {
 	want := isolate.Template{RunID: "r", Repo: "/seeds/x", Limits: isolate.DefaultLimits()}
 	want.Limits.Wall = 30 * time.Second
 	assert.Equal(t, want, rt.jobs[0].Template)
-	assert.NotContains(t, readAudit(t, audit), `"event":"pool-`)
+	assert.NotContains(t, poolAudit(t, dir), `"event":"pool-`)
 }
 
 // TestWarmPoolWindow checks where the pool's work falls: the first fill
@@ -161,7 +154,7 @@ func TestWarmPoolWindow(t *testing.T) {
 	log := &eventLog{clock: clock}
 	sup := &pooledSandboxes{log: log, clock: clock}
 	fr := &fakeFreezer{log: log}
-	b, rt, audit := pooledBroker(t, 1, sup, loggingClock{clock, log}, fr, nil, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
+	b, rt, dir := pooledBroker(t, 1, sup, loggingClock{clock, log}, fr, nil, Seed{Repo: "o/r", Dir: "/seeds/x", Sensitivity: "internal"})
 	fr.debitSeen = func() int64 { return b.Ledger().Balance("o/r") }
 	ctx := context.Background()
 
@@ -193,7 +186,7 @@ func TestWarmPoolWindow(t *testing.T) {
 	require.NoError(t, b.Close(ctx))
 	made, _ = sup.state()
 	assert.True(t, made[1].destroyed, "Close destroys the idle one")
-	a := readAudit(t, audit)
+	a := poolAudit(t, dir)
 	assert.Contains(t, a, `"event":"pool-filled","detail":"idle=1 seeds=1 size=1 backend=fake"`)
 	assert.Contains(t, a, `"event":"pool-closed","detail":"warm=1 cold=0 prepared=2 failed=0 destroyed=1"`)
 }
@@ -394,7 +387,7 @@ func TestFirstFillServesMeanwhile(t *testing.T) {
 	clock := &fakeClock{}
 	gate := make(chan struct{})
 	sup := &pooledSandboxes{log: &eventLog{clock: clock}, clock: clock, gate: gate}
-	b, _, audit := pooledBroker(t, 1, sup, clock, nil, nil, threeSeeds...)
+	b, _, dir := pooledBroker(t, 1, sup, clock, nil, nil, threeSeeds...)
 	ctx := context.Background()
 	filled := make(chan error, 1)
 	go func() { filled <- b.FillPool(ctx) }()
@@ -447,7 +440,7 @@ func TestFirstFillServesMeanwhile(t *testing.T) {
 	require.Equal(t, []string{"/seeds/a", "/seeds/c"}, repos(made)[:2], "the request waited for one seed's step, and its refill prepared nothing")
 	assert.Equal(t, 100*time.Millisecond, made[1].at, "the request took the lane at the step's bucket")
 	assert.Equal(t, 1, made[1].jobs)
-	assert.NotContains(t, readAudit(t, audit), `"event":"pool-filled"`)
+	assert.NotContains(t, poolAudit(t, dir), `"event":"pool-filled"`)
 
 	gate <- struct{}{} // o/b's step
 	gate <- struct{}{} // o/c's step
@@ -462,7 +455,7 @@ func TestFirstFillServesMeanwhile(t *testing.T) {
 	assert.Equal(t, 3, st.Idle)
 	assert.Equal(t, 1, st.Cold, "the request for a seed not reached yet ran cold")
 	assert.Zero(t, st.Warm)
-	assert.Contains(t, readAudit(t, audit), `"event":"pool-filled","detail":"idle=3 seeds=3 size=1 backend=fake"`)
+	assert.Contains(t, poolAudit(t, dir), `"event":"pool-filled","detail":"idle=3 seeds=3 size=1 backend=fake"`)
 }
 
 // TestFirstFillNeverOverlapsAJob: the first fill waits for a job of
@@ -496,7 +489,7 @@ func TestFirstFillNeverOverlapsAJob(t *testing.T) {
 func TestCloseDuringTheFirstFill(t *testing.T) {
 	gate := make(chan struct{})
 	sup := &pooledSandboxes{log: &eventLog{clock: &fakeClock{}}, gate: gate}
-	b, _, audit := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, nil, threeSeeds...)
+	b, _, dir := pooledBroker(t, 1, sup, NewMonotonicClock(), nil, nil, threeSeeds...)
 	ctx := context.Background()
 	filled := make(chan error, 1)
 	go func() { filled <- b.FillPool(ctx) }()
@@ -515,7 +508,7 @@ func TestCloseDuringTheFirstFill(t *testing.T) {
 		assert.True(t, sb.destroyed, "sandbox %d outlived Close", sb.n)
 	}
 	assert.Zero(t, b.pool.Stats().Idle)
-	a := readAudit(t, audit)
+	a := poolAudit(t, dir)
 	assert.NotContains(t, a, `"event":"pool-filled"`)
 	assert.Contains(t, a, `"event":"pool-closed"`)
 }
