@@ -259,21 +259,28 @@ func (b *Broker) fillAndRelease(ctx context.Context, missing func() int, fill fu
 	defer context.AfterFunc(b.stopped, cancel)()
 	clock := b.o.Clock
 	start := clock.Now()
-	// A prepare is not cut short by a shutdown: an abandoned one can leave
-	// the runtime unusable. It has its own deadline.
+	// A shutdown (Freeze, Close) cuts the prepare short: the runtime's
+	// Prepare removes what it made when its context ends, as after any
+	// failed prepare, so a shutdown never waits for a boot (a gvisor
+	// sandbox's takes seconds on a loaded host) and a run torn down after
+	// a fault leaves nothing within its bound. Otherwise the prepare has
+	// its own deadline, not the request's.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), RefillTimeout)
+	stopFill := context.AfterFunc(b.stopped, fcancel)
 	_, err := fill(fctx)
+	stopFill()
 	fcancel()
 	elapsed := clock.Now() - start
-	if err != nil {
+	if err != nil && b.stopped.Err() == nil {
 		b.o.Audit.Lifecycle(LifecyclePoolFillFailed, err.Error())
 	}
 	Prioritized(func() { WaitForBucket(hctx, clock, start, elapsed) })
 	return err
 }
 
-// Close waits for a refill or a step of the first fill under way (its
-// prepare is not cut short; the first fill takes no further step),
+// Close cuts short a refill or a step of the first fill under way and
+// waits for it to end (its prepare removes what it made; the first fill
+// takes no further step),
 // destroys the warm pool's idle sandboxes, all under PoolCloseTimeout even
 // when ctx has ended, and records the pool's counters: warm and cold
 // takes, and how many idle sandboxes it destroyed. Call it once the
@@ -288,7 +295,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.poolClosed = true
 	b.mu.Unlock()
-	b.stop() // a refill's hold of the lane ends now
+	b.stop() // a refill's prepare and its hold of the lane end now
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PoolCloseTimeout)
 	defer cancel()
 	done := make(chan struct{})

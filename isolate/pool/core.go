@@ -188,9 +188,13 @@ func (c *Core[T]) fill(ctx context.Context, t isolate.Template) (int, error) {
 		}
 		item, err := c.items.Prepare(ctx, t)
 		if err != nil {
-			c.mu.Lock()
-			c.stats.Failed++
-			c.mu.Unlock()
+			// A prepare cut short by its caller (a shutdown) is not a
+			// failure of the runtime.
+			if ctx.Err() == nil {
+				c.mu.Lock()
+				c.stats.Failed++
+				c.mu.Unlock()
+			}
 			return made, fmt.Errorf("%s: prepare for %s: %w", c.items.Pool, t.Repo, err)
 		}
 		c.mu.Lock()

@@ -39,7 +39,7 @@ type Stats struct {
 	// prepared one on the spot.
 	Cold int
 	// Prepared counts the items a fill prepared; Failed counts its
-	// prepares that failed.
+	// prepares that failed (not those its caller cut short).
 	Prepared, Failed int
 	// Destroyed counts the idle items destroyed unused: by Close (or
 	// tried: its error says which failed), or by a take they did not fit.
