@@ -463,6 +463,20 @@ func unreadableFile(f probeFile) bool { return f.Err != "" || f.Len == 0 && len(
 
 var noHide = func(a *ShimArgs, k *shimKnobs) { k.TestOnlySkipHide, k.TestOnlySkipHideVerify = true, true }
 
+// hostSys leaves the host's /sys in the view: the weakened twin the /sys
+// and cgroup checks must fail on.
+var hostSys = func(a *ShimArgs, k *shimKnobs) { k.TestOnlyHostSys = true }
+
+// noneVisible fails on the first of paths the agent could read.
+func noneVisible(r probeReport, paths []string) error {
+	for _, p := range paths {
+		if f := r.Read[p]; f.Err == "" {
+			return fmt.Errorf("%s is visible (%d bytes)", p, f.Len)
+		}
+	}
+	return nil
+}
+
 var viewChecks = []viewCheck{
 	{"private base", noHide, func(fx *viewFixture, r probeReport) error {
 		if f := r.Read[fx.secret]; !unreadableFile(f) {
@@ -505,22 +519,15 @@ var viewChecks = []viewCheck{
 		}
 		return nil
 	}, nil},
-	{"cgroup files", func(a *ShimArgs, k *shimKnobs) { k.TestOnlyHostSys = true }, func(fx *viewFixture, r probeReport) error {
-		for _, p := range fx.cgFiles {
-			if f := r.Read[p]; f.Err == "" {
-				return fmt.Errorf("%s is visible (%d bytes)", p, f.Len)
-			}
-		}
+	{"cgroup files", hostSys, func(fx *viewFixture, r probeReport) error {
 		if f := r.Read["/sys/fs/cgroup"]; len(f.Names) > 0 {
 			return fmt.Errorf("/sys/fs/cgroup lists %v", f.Names)
 		}
-		return nil
+		return noneVisible(r, fx.cgFiles)
 	}, nil},
-	{"host /sys files", func(a *ShimArgs, k *shimKnobs) { k.TestOnlyHostSys = true }, func(fx *viewFixture, r probeReport) error {
-		for _, p := range fx.sysFiles {
-			if f := r.Read[p]; f.Err == "" {
-				return fmt.Errorf("%s is visible (%d bytes)", p, f.Len)
-			}
+	{"host /sys files", hostSys, func(fx *viewFixture, r probeReport) error {
+		if err := noneVisible(r, fx.sysFiles); err != nil {
+			return err
 		}
 		for _, s := range sysKeep {
 			host, err := os.ReadFile(s.path)
