@@ -168,8 +168,16 @@ func NewWorld(e *Enclave, o WorldOptions) (_ *World, err error) {
 	return w, nil
 }
 
-// serveProxy answers every connection on l with one line.
+// serveProxy answers every connection on l with one line, each within a
+// deadline.
 func (w *World) serveProxy(l *net.TCPListener) {
+	w.answerEach(l, &w.proxied, "awf-proxy\n", 5*time.Second)
+}
+
+// answerEach serves l until it is closed: it counts each connection in n,
+// writes line to it and closes it. A non-zero limit is the deadline of each
+// connection.
+func (w *World) answerEach(l net.Listener, n *atomic.Int64, line string, limit time.Duration) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -178,9 +186,11 @@ func (w *World) serveProxy(l *net.TCPListener) {
 			if err != nil {
 				return
 			}
-			w.proxied.Add(1)
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			_, _ = c.Write([]byte("awf-proxy\n"))
+			n.Add(1)
+			if limit > 0 {
+				_ = c.SetDeadline(time.Now().Add(limit))
+			}
+			_, _ = c.Write([]byte(line))
 			c.Close()
 		}
 	}()
@@ -227,19 +237,7 @@ func (w *World) decoy(run func(func() error) error, id, network, addr string) er
 			} else {
 				w.closers = append(w.closers, l.Close)
 			}
-			w.wg.Add(1)
-			go func() {
-				defer w.wg.Done()
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					d.hits.Add(1)
-					_, _ = c.Write([]byte("decoy\n"))
-					c.Close()
-				}
-			}()
+			w.answerEach(l, &d.hits, "decoy\n", 0)
 		}
 		return nil
 	})
