@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/proto"
 )
@@ -367,36 +368,11 @@ func RemoveAgentCgroup(ctx context.Context, a AgentCgroup) error {
 	}
 	var errs []error
 	for _, d := range a.Dirs() {
-		if err := removeLeaf(ctx, d); err != nil {
-			errs = append(errs, err)
+		if err := cgroupfs.Remove(ctx, d); err != nil {
+			errs = append(errs, fmt.Errorf("agent %w", err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// removeLeaf kills the processes of the cgroup leaf d until it can be removed.
-func removeLeaf(ctx context.Context, d string) error {
-	for {
-		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		pids, _ := cgroups.GetPids(d)
-		for _, pid := range pids {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
-		err := unix.Rmdir(d)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("agent cgroup: remove %s: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("agent cgroup: remove %s: %d processes left: %w", d, len(pids), ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // orphanAgentCgroup is the agent cgroup a run would have had, from its run
