@@ -152,10 +152,6 @@ func (a *Audit) Close() error {
 	return a.log.Close()
 }
 
-// truncateUTF8 is jsonfile.Clip under the name the broker's framing and
-// header errors use for the values they quote.
-func truncateUTF8(s string, n int) string { return jsonfile.Clip(s, n) }
-
 // Telemetry lifecycle classes and capability states: the seed's sets. A
 // bounded-agent job's class is ClassInvocation where a query's is
 // ClassQuery (KindClass).

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/awf-project/awf/broker/jsonfile"
 )
 
 // Caps of the HTTP layer, matching the reference server.
@@ -33,7 +35,7 @@ func readHead(br *bufio.Reader) (*Request, error) {
 		return nil, fmt.Errorf("%w: request line", errHeader)
 	}
 	if parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0" {
-		return nil, fmt.Errorf("%w: protocol %q", errHeader, truncateUTF8(parts[2], 16))
+		return nil, fmt.Errorf("%w: protocol %q", errHeader, jsonfile.Clip(parts[2], 16))
 	}
 	for _, c := range []byte(parts[0]) {
 		if !isTokenChar(c) {
@@ -136,7 +138,7 @@ func planBody(r *Request) (bodyPlan, error) {
 		return bodyPlan{}, fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errHeader)
 	case hasTE:
 		if !strings.EqualFold(te, "chunked") {
-			return bodyPlan{}, fmt.Errorf("%w: transfer coding %q", errHeader, truncateUTF8(te, 16))
+			return bodyPlan{}, fmt.Errorf("%w: transfer coding %q", errHeader, jsonfile.Clip(te, 16))
 		}
 		return bodyPlan{chunked: true}, nil
 	case hasCL:

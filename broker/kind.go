@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/awf-project/awf/broker/jsonfile"
 	"github.com/awf-project/awf/isolate"
 )
 
@@ -116,7 +117,7 @@ func frame(k JobKind, r *Request) (Task, string, error) {
 		}
 	}
 	if v := vals[want[0]]; v != k.Version() {
-		return nil, ReasonFrameRejected, fmt.Errorf("%w: %s is %q, want %q", errFraming, want[0], truncateUTF8(v, 16), k.Version())
+		return nil, ReasonFrameRejected, fmt.Errorf("%w: %s is %q, want %q", errFraming, want[0], jsonfile.Clip(v, 16), k.Version())
 	}
 	t, err := k.Frame(vals, r.Body)
 	if err != nil {
