@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,20 +45,10 @@ func TestLimitsGiveTypedOutcomes(t *testing.T) {
 		{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
 			Script: "import os\nos.mkfifo('/query/out')\n"},
 		{Name: "ok", Want: isolate.KindOK, Script: "open('/query/out', 'w').write('{\"a\": 1}')\n"},
-	}, commonLimitCases()...)
+	}, isolatetest.CommonLimitCases()...)
 	isolatetest.RunLimitCases(t, e.rt, cases, func(t testing.TB) isolate.Template { return e.template(t, repo) },
 		func(t *testing.T, tpl isolate.Template, script string) isolate.Outcome { return e.run(t, tpl, script) })
 	require.Equal(t, before, treeDigest(t, repo), "a limit case changed the seed")
-}
-
-// commonLimitCases are isolatetest.CommonLimitCases without "file size":
-// direct derives file-size-limit from SIGXFSZ or a file at the limit in the
-// repository view's upper layer only (findFileAtLimit), so a write to
-// /query/big past RLIMIT_FSIZE, which CPython reports as EFBIG, is a
-// nonzero-exit here, where gvisor and docker label it from the host-side
-// /query or the EFBIG message. The outcome is an audit label only.
-func commonLimitCases() []isolatetest.LimitCase {
-	return slices.DeleteFunc(isolatetest.CommonLimitCases(), func(c isolatetest.LimitCase) bool { return c.Name == "file size" })
 }
 
 // TestOutputAndCapture checks the output bytes, the exit code and the

@@ -3,7 +3,6 @@ package direct
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -56,30 +55,16 @@ func readOutput(qfd int, path string, limit int64) ([]byte, isolate.Kind, string
 	return buf[:n], isolate.KindOK, ""
 }
 
-// findFileAtLimit looks, within a bounded walk of the host-side upper layer,
-// for a regular file that reached the file-size limit. CPython ignores
-// SIGXFSZ, so a script stopped by RLIMIT_FSIZE just fails with EFBIG.
-func findFileAtLimit(dir string, limit int64) string {
-	const maxEntries = 4096
-	seen := 0
-	found := ""
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		seen++
-		if seen > maxEntries {
-			return filepath.SkipAll
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil && fi.Size() >= limit {
-				found = p
-				return filepath.SkipAll
-			}
-		}
-		return nil
-	})
-	return found
+// fileSizeDirs are the host-side directories in which a file at the
+// file-size limit shows that RLIMIT_FSIZE stopped the job: the repository
+// view's upper layer and, through the descriptor kept for the output, the
+// sandbox's /query.
+func (sb *sandbox) fileSizeDirs() []string {
+	dirs := []string{sb.sc.upper}
+	if sb.qfd >= 0 {
+		dirs = append(dirs, fmt.Sprintf("/proc/self/fd/%d/", sb.qfd))
+	}
+	return dirs
 }
 
 // capWriter keeps the first max bytes written and silently drops the rest,

@@ -595,7 +595,7 @@ func (sb *sandbox) verdict(out isolate.Outcome, timedOut bool, ctxErr error) iso
 		if c.PidsMax > 0 {
 			return withKind(out, isolate.KindPidsLimit, "pids limit %d refused %d forks", l.Pids, c.PidsMax)
 		}
-		if p := findFileAtLimit(sb.sc.upper, l.FileSizeBytes); p != "" {
+		if workspace.HitFileSize(l.FileSizeBytes, out.Stderr, sb.fileSizeDirs()...) {
 			return withKind(out, isolate.KindFileSizeLimit, "a file reached the size limit %d bytes", l.FileSizeBytes)
 		}
 		if status.signal != "" {

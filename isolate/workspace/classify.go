@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -58,12 +59,19 @@ func hitTaskLimit(stderr []byte) bool {
 		bytes.Contains(stderr, []byte("[Errno 11] Resource temporarily unavailable"))
 }
 
-// hitFileSize reports whether a failed job ran into RLIMIT_FSIZE. CPython
-// ignores SIGXFSZ, so such a job just fails with EFBIG. A file at the limit
-// in the host-side /query or repository view shows it; for files elsewhere
-// only CPython's report of EFBIG on stderr does.
+// hitFileSize is HitFileSize over the workspace's /query and repository
+// view.
 func (w *Workspace) hitFileSize(limit int64, stderr []byte) bool {
-	if w.FileAtLimit(limit) != "" {
+	return HitFileSize(limit, stderr, w.QueryDir(), filepath.Join(w.Dir, repoFSName))
+}
+
+// HitFileSize reports whether a failed job ran into RLIMIT_FSIZE, by the
+// one rule every backend uses. CPython ignores SIGXFSZ, so such a job just
+// fails with EFBIG. A file at the limit in dirs (the host-side /query and
+// repository view) shows it; for files elsewhere only CPython's report of
+// EFBIG on stderr does. The result is an audit label only.
+func HitFileSize(limit int64, stderr []byte, dirs ...string) bool {
+	if FindFileAtLimit(limit, dirs...) != "" {
 		return true
 	}
 	return bytes.Contains(stderr, []byte("[Errno 27] File too large"))

@@ -79,10 +79,18 @@ func ReadFileFrom(dir, path string, limit int64) ([]byte, isolate.Kind, error) {
 // repository tmpfs whose size reached limit, or "". The walk is bounded and
 // follows no link.
 func (w *Workspace) FileAtLimit(limit int64) string {
+	return FindFileAtLimit(limit, w.QueryDir(), filepath.Join(w.Dir, repoFSName))
+}
+
+// FindFileAtLimit returns the path of a regular file under one of dirs (the
+// host-side /query and repository view of a sandbox) whose size reached
+// limit, or "". The walk is bounded over all dirs and follows no link; a
+// dir that is a descriptor's magic link must end in "/".
+func FindFileAtLimit(limit int64, dirs ...string) string {
 	const maxEntries = 4096
 	seen := 0
 	found := ""
-	for _, dir := range []string{w.QueryDir(), filepath.Join(w.Dir, repoFSName)} {
+	for _, dir := range dirs {
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
