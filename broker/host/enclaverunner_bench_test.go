@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,67 +18,48 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/enclave"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/rootfs"
 )
 
-// benchProvider stands in for the API proxy on every handed-over link: a
-// scripted OpenAI-shaped provider that answers each invocation's first
-// request with a list_files call and its second with finish(true), at
-// once. model is the time it spent answering.
+// benchProvider stands in for the API proxy on every handed-over link:
+// on each, isolatetest's scripted OpenAI-shaped provider, which answers
+// the invocation's first request with a list_files call and its second
+// with finish(true), at once. model is the time the links spent answering.
 type benchProvider struct {
 	mu    sync.Mutex
-	turn  int
 	model time.Duration
-	srvs  map[string]*http.Server
+	links map[string]*isolatetest.LoopProvider
 	next  int
 }
 
 func (p *benchProvider) Listen(_ context.Context, l *net.TCPListener) (string, error) {
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t0 := time.Now()
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		p.mu.Lock()
-		p.turn++
-		turn := p.turn
-		p.mu.Unlock()
-		name, args := "list_files", `{"path":"."}`
-		if turn%2 == 0 {
-			name, args = "finish", `{"result":true}`
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-b", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
-				"role": "assistant", "content": nil,
-				"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": name, "arguments": args}}}}}},
-			"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-		})
-		p.mu.Lock()
-		p.model += time.Since(t0)
-		p.mu.Unlock()
-	})}
-	go func() { _ = srv.Serve(l) }()
+	lp := isolatetest.ServeLoopProviderOn(l)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next++
 	id := fmt.Sprint(p.next)
-	if p.srvs == nil {
-		p.srvs = map[string]*http.Server{}
+	if p.links == nil {
+		p.links = map[string]*isolatetest.LoopProvider{}
 	}
-	p.srvs[id] = srv
+	p.links[id] = lp
 	return id, nil
 }
 
 func (p *benchProvider) Unlisten(_ context.Context, id string) error {
 	p.mu.Lock()
-	srv := p.srvs[id]
-	delete(p.srvs, id)
+	lp := p.links[id]
+	delete(p.links, id)
 	p.mu.Unlock()
-	if srv == nil {
+	if lp == nil {
 		return fmt.Errorf("no listener %s", id)
 	}
-	return srv.Close()
+	lp.Close()
+	p.mu.Lock()
+	p.model += lp.Model()
+	p.mu.Unlock()
+	return nil
 }
 
 // takeModel returns the model time since the last call.

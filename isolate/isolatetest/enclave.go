@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,7 +102,12 @@ type LoopProvider struct {
 }
 
 // ServeLoopProvider serves on n's listener until Close.
-func ServeLoopProvider(n *enclave.Enclave) *LoopProvider {
+func ServeLoopProvider(n *enclave.Enclave) *LoopProvider { return ServeLoopProviderOn(n.Listener()) }
+
+// ServeLoopProviderOn serves on l until Close: one scripted provider per
+// link, so that each invocation's first request gets list_files and its
+// second finish(true).
+func ServeLoopProviderOn(l net.Listener) *LoopProvider {
 	p := &LoopProvider{}
 	p.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
@@ -126,7 +132,7 @@ func ServeLoopProvider(n *enclave.Enclave) *LoopProvider {
 		p.model += time.Since(t0)
 		p.mu.Unlock()
 	})}
-	go func() { _ = p.srv.Serve(n.Listener()) }()
+	go func() { _ = p.srv.Serve(l) }()
 	return p
 }
 
