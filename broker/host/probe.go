@@ -202,16 +202,9 @@ func (ps *probeServer) start(ctx context.Context, s Spec, pol *policy.Policy, te
 		}
 		bs = append(bs, broker.Seed{Repo: sd.Repo, Dir: sd.Dir, Sensitivity: sd.Sensitivity})
 		ps.audit.Lifecycle("seed", fmt.Sprintf("repo=%s commit=%s", sd.Repo, sd.Commit))
-		if w, ok := ps.rt.(isolate.Warmer); ok {
-			t := tmpl
-			t.Repo = sd.Dir
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			err := w.Warm(wctx, t)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("sealed probes: warm %s: %w", sd.Repo, err)
-			}
-		}
+	}
+	if err := warmSeeds(ctx, ps.rt, tmpl, bs); err != nil {
+		return fmt.Errorf("sealed probes: %w", err)
 	}
 	ps.b, err = broker.New(broker.Options{
 		Kind: broker.ProbeKind{}, Runtime: ps.rt, Template: tmpl, Seeds: bs,

@@ -206,19 +206,8 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		audit.Lifecycle("seed", fmt.Sprintf("repo=%s sensitivity=%s commit=%s", sd.Repo, sd.Sensitivity, sd.Commit))
 	}
 	tmpl := isolate.Template{RunID: l.RunID, RootFS: s.RootFS, Limits: limits, Policy: pol}
-	// One-off per-seed work (the direct runtime's private view copy) happens
-	// now, under its own deadline, rather than inside a first request's bucket.
-	if w, ok := rt.(isolate.Warmer); ok {
-		for _, sd := range bs {
-			t := tmpl
-			t.Repo = sd.Dir
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			err := w.Warm(wctx, t)
-			cancel()
-			if err != nil {
-				return fail("seed-warm-failed", fmt.Errorf("warm %s: %w", sd.Repo, err))
-			}
-		}
+	if err := warmSeeds(ctx, rt, tmpl, bs); err != nil {
+		return fail("seed-warm-failed", err)
 	}
 	// One lane for every broker of the run: one sandbox at a time.
 	lane := make(chan struct{}, 1)
@@ -331,4 +320,29 @@ func Serve(ctx context.Context, s Spec, ready io.WriteCloser, logw io.Writer) (e
 		audit.Lifecycle(broker.LifecycleCancelled, "in-flight queries killed at shutdown")
 	}
 	return serveErr
+}
+
+// seedWarmTimeout bounds one seed's one-off warm-up.
+const seedWarmTimeout = 10 * time.Minute
+
+// warmSeeds does a runtime's one-off per-seed work (the direct runtime's
+// private view copy) before the broker serves, each seed under its own
+// deadline, rather than inside a first request's bucket. A runtime that is
+// no isolate.Warmer has none.
+func warmSeeds(ctx context.Context, rt isolate.Runtime, tmpl isolate.Template, seeds []broker.Seed) error {
+	w, ok := rt.(isolate.Warmer)
+	if !ok {
+		return nil
+	}
+	for _, sd := range seeds {
+		t := tmpl
+		t.Repo = sd.Dir
+		wctx, cancel := context.WithTimeout(ctx, seedWarmTimeout)
+		err := w.Warm(wctx, t)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("warm %s: %w", sd.Repo, err)
+		}
+	}
+	return nil
 }
