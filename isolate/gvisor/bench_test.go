@@ -2,6 +2,9 @@ package gvisor
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,9 +19,9 @@ const benchScript = "open('/query/out', 'w').write('{\"n\": 1}')\n"
 
 // newBench returns what the benchmarks share: a probed runtime, the
 // template over the test rootfs, and the job that runs benchScript.
-func newBench(b *testing.B) (*Runtime, isolate.Template, isolate.Job) {
+func newBench(b *testing.B, repo string) (*Runtime, isolate.Template, isolate.Job) {
 	r := newTestRuntime(b)
-	tpl := template(b, r, "")
+	tpl := template(b, r, repo)
 	require.NoError(b, r.Probe(context.Background()))
 	return r, tpl, isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}
 }
@@ -26,7 +29,7 @@ func newBench(b *testing.B) (*Runtime, isolate.Template, isolate.Job) {
 // BenchmarkRunTrivial measures one full Run (prepare, boot, hand-over, read,
 // destroy) of a script that writes a small answer, and reports the median.
 func BenchmarkRunTrivial(b *testing.B) {
-	r, tpl, job := newBench(b)
+	r, tpl, job := newBench(b, "")
 	ctx := context.Background()
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -47,8 +50,40 @@ func BenchmarkRunTrivial(b *testing.B) {
 // prepared, and left idle, before the clock starts. Cold runs (Run:
 // prepare, Exec, destroy) are interleaved in the same loop. It reports
 // the medians of both, their ratio, and the prepared path's phases.
-func BenchmarkPrepared(b *testing.B) {
-	r, tpl, job := newBench(b)
+func BenchmarkPrepared(b *testing.B) { benchPrepared(b, "") }
+
+// BenchmarkPreparedRepo is BenchmarkPrepared over seeds of 10 and 10,000
+// files (100,000 with AWF_BENCH_LARGE=1): what a sandbox's repository view
+// costs in the measured window (its unmount at Destroy) and in Prepare.
+func BenchmarkPreparedRepo(b *testing.B) {
+	sizes := []int{10, 10_000}
+	if os.Getenv("AWF_BENCH_LARGE") == "1" {
+		sizes = append(sizes, 100_000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchPrepared(b, benchSeed(b, n)) })
+	}
+}
+
+// benchSeed writes a seed of n small files, 100 to a directory, read-only
+// as staged seeds are.
+func benchSeed(b *testing.B, n int) string {
+	seed := filepath.Join(b.TempDir(), "seed")
+	for i := range n {
+		d := filepath.Join(seed, fmt.Sprintf("d%04d", i/100))
+		require.NoError(b, os.MkdirAll(d, 0o755))
+		require.NoError(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("line %d\n", i)), 0o444))
+	}
+	return seed
+}
+
+// benchPrepared is BenchmarkPrepared over the seed repo ("" for none).
+func benchPrepared(b *testing.B, repo string) {
+	r, tpl, job := newBench(b, repo)
+	if repo != "" {
+		// As the bench suite: room for a copy of 100k files.
+		tpl.Limits.RepoUpperBytes = 1 << 30
+	}
 	ctx := context.Background()
 	var warm, cold, start, run, destroy, prep []time.Duration
 	b.ResetTimer()

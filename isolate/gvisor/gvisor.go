@@ -5,9 +5,10 @@
 //
 // The job's system calls are served by gVisor's user-space kernel (the
 // Sentry); the project's seccomp policy is applied inside it with
-// --oci-seccomp. /query and /query/repo are host tmpfs mounts bound into the
-// sandbox (see package workspace), so /query/out is read from the host side
-// without following links. docs/runtimes.md lists what this backend enforces
+// --oci-seccomp. /query is a host tmpfs and /query/repo a host overlay over
+// the runtime's view of the seed (see workspace.RepoViews), both bound into
+// the sandbox and served by the gofer, so /query/out is read from the host
+// side without following links. docs/runtimes.md lists what this backend enforces
 // differently from the direct one.
 package gvisor
 
@@ -78,6 +79,9 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 		cpus:   h.SandboxCPUs,
 		books:  books,
 	}
+	// One copy of each seed per runtime, an overlay per sandbox: the
+	// per-sandbox cost does not grow with the repository.
+	books.UseRepoViews()
 	r.runsc, r.runscErr = findRunsc(h.RunscPath)
 	return r, nil
 }
@@ -124,8 +128,8 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	}, s.Job)
 }
 
-// Prepare builds a sandbox from t: the host workspace (with the private
-// repository copy and the sandbox's own mount of the rootfs image) and the
+// Prepare builds a sandbox from t: the host workspace (with the overlay
+// over the runtime's view of the repository and the sandbox's own mount of the rootfs image) and the
 // cgroup, and boots it: runsc starts the Sentry, the gofer and the
 // interpreter, which waits for the script (see sandbox.boot), so that Exec
 // only hands the script over. The invocation id, unknown here, is recorded

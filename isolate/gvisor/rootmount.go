@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"context"
+	"errors"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -28,5 +29,8 @@ func mountRoot(ctx context.Context, im *workspace.RootImage) func(*workspace.Wor
 	return func(ws *workspace.Workspace) (string, error) { return ws.MountRoot(ctx, im) }
 }
 
-// Close removes the rootfs image store. Sandboxes must be destroyed first.
-func (r *Runtime) Close() error { return r.books.CloseImages() }
+// Close removes the rootfs image store and the repository views.
+// Sandboxes must be destroyed first.
+func (r *Runtime) Close() error {
+	return errors.Join(r.books.CloseImages(), r.books.CloseViews())
+}

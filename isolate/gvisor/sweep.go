@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/awf-project/awf/isolate/workspace"
@@ -13,20 +14,34 @@ import (
 // Sweep removes every sandbox under the state dir that this runtime is not
 // running right now: it kills every process of its runsc container and
 // removes runsc's state for it, removes the cgroup named in the journal and
-// unmounts and deletes the workspace. The sandboxes are swept in parallel,
-// each on its own. It is meant for start-up (after a crash) and teardown.
+// unmounts and deletes the workspace (its repo overlay with it). The
+// sandboxes are swept in parallel, each on its own, and then the view
+// stores of other runs (see workspace.RepoViews), which are workspaces too. It is meant for start-up (after a crash) and teardown.
 // A sandbox that cannot be removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	names, err := r.books.Leftovers()
 	if err != nil {
 		return fmt.Errorf("gvisor: sweep: %w", err)
 	}
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = r.sweepOne(ctx, name) })
+	// View stores go after the sandboxes whose overlays use them.
+	var sandboxes, stores []string
+	for _, name := range names {
+		if strings.HasSuffix(name, "-views") {
+			stores = append(stores, name)
+		} else {
+			sandboxes = append(sandboxes, name)
+		}
 	}
-	wg.Wait()
+	var errs []error
+	for _, batch := range [][]string{sandboxes, stores} {
+		berrs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, name := range batch {
+			wg.Go(func() { berrs[i] = r.sweepOne(ctx, name) })
+		}
+		wg.Wait()
+		errs = append(errs, berrs...)
+	}
 	return r.books.Swept(errors.Join(errs...))
 }
 

@@ -28,6 +28,13 @@ type Books struct {
 	live   map[string]bool // workspace names not yet destroyed
 	broken error           // set once a sandbox could not be reclaimed
 	images *RootImages     // nil until the first RootImage
+
+	// useViews makes sandboxes' repositories overlays over views (set
+	// before the first Create); views is the store, nil until first use,
+	// and viewOf each live sandbox's view.
+	useViews bool
+	views    *RepoViews
+	viewOf   map[string]*RepoView
 }
 
 // OpenBooks checks what a workspace backend needs of h (a valid run id,
@@ -40,8 +47,13 @@ func OpenBooks(backend string, h isolate.HostConfig) (*Books, error) {
 	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
 		return nil, fmt.Errorf("%s: state dir %q must be an absolute path", backend, h.StateDir)
 	}
-	return &Books{backend: backend, dir: filepath.Join(h.StateDir, backend), runID: h.RunID, live: map[string]bool{}}, nil
+	return &Books{backend: backend, dir: filepath.Join(h.StateDir, backend), runID: h.RunID, live: map[string]bool{}, viewOf: map[string]*RepoView{}}, nil
 }
+
+// UseRepoViews makes every sandbox's repository an overlay over this
+// runtime's view of its seed (see RepoViews) instead of a copy of the seed.
+// Call it before the first Create.
+func (b *Books) UseRepoViews() { b.useViews = true }
 
 // Dir is the backend's state directory.
 func (b *Books) Dir() string { return b.dir }
@@ -115,10 +127,23 @@ func (b *Books) Create(ctx context.Context, t isolate.Template, fill func(*Journ
 		fill(&j)
 	}
 	b.SetLive(name, true)
-	ws, err := Create(ctx, b.dir, j, t.Limits, t.Repo)
+	var view *RepoView
+	if b.useViews && t.Repo != "" {
+		if view, err = b.repoView(ctx, t.Repo); err != nil {
+			b.SetLive(name, false)
+			return nil, err
+		}
+	}
+	ws, err := create(ctx, b.dir, j, t.Limits, t.Repo, view.Dir())
 	if err != nil {
+		b.releaseView(view)
 		b.SetLive(name, false)
 		return nil, fmt.Errorf("%s: %w", b.backend, err)
+	}
+	if view != nil {
+		b.mu.Lock()
+		b.viewOf[name] = view
+		b.mu.Unlock()
 	}
 	return ws, nil
 }
@@ -132,6 +157,13 @@ func (b *Books) Destroyed(name string, err error) error {
 		b.MarkBroken(err)
 		return err
 	}
+	// The view outlives its sandboxes; only its count of users drops. A
+	// sandbox that could not be reclaimed keeps its view in use.
+	b.mu.Lock()
+	view := b.viewOf[name]
+	delete(b.viewOf, name)
+	b.mu.Unlock()
+	b.releaseView(view)
 	b.SetLive(name, false)
 	return nil
 }
@@ -193,7 +225,8 @@ func (b *Books) CheckRootFS(root string) error {
 }
 
 // Warm implements isolate.Warmer for the backend: it builds t.RootFS's
-// image, so that the first Prepare does not pay for it.
+// image and, with repository views, t.Repo's view, so that the first
+// Prepare does not pay for them.
 func (b *Books) Warm(ctx context.Context, t isolate.Template) error {
 	if err := b.Usable(); err != nil {
 		return err
@@ -201,8 +234,77 @@ func (b *Books) Warm(ctx context.Context, t isolate.Template) error {
 	if err := b.CheckRootFS(t.RootFS); err != nil {
 		return err
 	}
-	_, err := b.RootImage(ctx, t.RootFS)
-	return err
+	if _, err := b.RootImage(ctx, t.RootFS); err != nil {
+		return err
+	}
+	if !b.useViews || t.Repo == "" {
+		return nil
+	}
+	v, err := b.repoView(ctx, t.Repo)
+	if err != nil {
+		return err
+	}
+	b.releaseView(v)
+	return nil
+}
+
+// repoView acquires this runtime's view of seed. The view store is a
+// workspace named after the run, live while the runtime is open, so that
+// Sweep removes only the stores of other runs.
+func (b *Books) repoView(ctx context.Context, seed string) (*RepoView, error) {
+	b.mu.Lock()
+	if b.views == nil {
+		name := b.runID + "-views"
+		s, err := NewRepoViews(b.dir, Journal{Backend: b.backend, RunID: b.runID, Name: name, Created: time.Now().UTC()})
+		if err != nil {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("%s: %w", b.backend, err)
+		}
+		b.views, b.live[name] = s, true
+	}
+	views := b.views
+	b.mu.Unlock()
+	v, err := views.Acquire(ctx, seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.backend, err)
+	}
+	return v, nil
+}
+
+// releaseView counts one user less of v (nil: none).
+func (b *Books) releaseView(v *RepoView) {
+	if v == nil {
+		return
+	}
+	b.mu.Lock()
+	views := b.views
+	b.mu.Unlock()
+	if views != nil {
+		views.Release(v)
+	}
+}
+
+// CloseViews removes the repository view store. Sandboxes must be
+// destroyed first: a view still in use keeps the store, journalled, for a
+// later Sweep.
+func (b *Books) CloseViews() error {
+	b.mu.Lock()
+	views := b.views
+	b.views = nil
+	b.mu.Unlock()
+	if views == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	removed, err := views.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.backend, err)
+	}
+	if removed {
+		b.SetLive(filepath.Base(views.Dir()), false)
+	}
+	return nil
 }
 
 // RootImage returns the verified image of rootfs. The image store is a

@@ -3,8 +3,10 @@
 // private directory under the runtime's state dir that holds:
 //
 //   - query: a size-capped tmpfs, owned by uid 65534, that becomes /query;
-//   - repofs: a size-capped tmpfs that holds the private, writable copy of the
-//     seed (made with the safe copier), which becomes /query/repo;
+//   - repofs: a size-capped tmpfs that holds either the private, writable
+//     copy of the seed (made with the safe copier; docker) or the upper and
+//     work directories of an overlay over the runtime's view of the seed
+//     (see RepoViews; gvisor), which becomes /query/repo;
 //   - awf: a root-owned, read-only directory with the job's script, which
 //     becomes /awf;
 //   - a journal naming the sandbox, so that a sweep after a crash can find
@@ -86,6 +88,12 @@ func (w *Workspace) Path(name string) string { return filepath.Join(w.Dir, name)
 // /query tmpfs and, when seed is not empty, the repo tmpfs with a private copy
 // of seed. On error everything created is removed.
 func Create(ctx context.Context, parent string, j Journal, l isolate.Limits, seed string) (w *Workspace, err error) {
+	return create(ctx, parent, j, l, seed, "")
+}
+
+// create is Create; with view set (the runtime's view of seed, see
+// RepoViews), the repository is an overlay over view instead of a copy.
+func create(ctx context.Context, parent string, j Journal, l isolate.Limits, seed, view string) (w *Workspace, err error) {
 	if err := ValidName(j.Name); err != nil {
 		return nil, err
 	}
@@ -116,7 +124,12 @@ func Create(ctx context.Context, parent string, j Journal, l isolate.Limits, see
 	if err := os.Mkdir(w.AwfDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: script dir: %w", err)
 	}
-	if seed != "" {
+	switch {
+	case seed != "" && view != "":
+		if err := w.mountRepoOverlay(view, l.RepoUpperBytes); err != nil {
+			return nil, err
+		}
+	case seed != "":
 		if err := w.copyRepo(ctx, seed, l.RepoUpperBytes); err != nil {
 			return nil, err
 		}
