@@ -44,6 +44,13 @@ func isNotFound(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
+// removalInProgress reports the Engine's refusal to remove a container
+// whose removal another request has already started.
+func removalInProgress(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == http.StatusConflict && strings.Contains(ae.Message, "already in progress")
+}
+
 // checkSocket accepts only an absolute path to an existing Unix socket.
 func checkSocket(p string) error {
 	if p == "" {

@@ -293,9 +293,21 @@ func (r *Runtime) removeContainer(ctx context.Context, ref string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	err := r.eng.call(cctx, http.MethodDelete, "/containers/"+url.PathEscape(ref), url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
-	if err == nil || isNotFound(err) {
-		return nil
+	for {
+		err := r.eng.call(cctx, http.MethodDelete, "/containers/"+url.PathEscape(ref), url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
+		if err == nil || isNotFound(err) {
+			return nil
+		}
+		// A removal someone else asked for (a broker killed in its
+		// teardown) is still under way: it is done once the Engine no
+		// longer knows the container.
+		if !removalInProgress(err) {
+			return fmt.Errorf("remove container %s: %w", ref, err)
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("remove container %s: %w", ref, errors.Join(err, cctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return fmt.Errorf("remove container %s: %w", ref, err)
 }

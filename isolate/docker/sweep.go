@@ -8,15 +8,59 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"time"
 
 	"github.com/awf-project/awf/isolate/workspace"
 )
+
+// createSettle is how long Sweep keeps looking for the container of a
+// journal whose container the Engine did not know yet: a create that a
+// killed broker sent is finished by the Engine after its client is gone,
+// so the container can appear after the first look (a kill right after
+// readiness meets the warm pool's first create).
+const createSettle = 1500 * time.Millisecond
+
+// createPoll is how often Sweep looks again within createSettle.
+const createPoll = 100 * time.Millisecond
 
 // Sweep removes every container labelled with this state dir and every
 // workspace under it that this runtime is not running right now, as left by
 // a crash. A sandbox that cannot be removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	var errs []error
+	if err := r.removeStale(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	names, err := r.books.Leftovers()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pending := false
+	for _, name := range names {
+		dir := filepath.Join(r.dir, name)
+		if j, err := workspace.ReadJournal(dir); err == nil && j.Container != "" {
+			gone, err := r.removeNamed(ctx, j.Container)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			pending = pending || gone
+		}
+		if err := workspace.Remove(ctx, dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pending {
+		if err := r.settleCreates(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return r.books.Swept(errors.Join(errs...))
+}
+
+// removeStale removes every container labelled with this state dir that
+// this runtime is not running right now.
+func (r *Runtime) removeStale(ctx context.Context) error {
 	filters, _ := json.Marshal(map[string][]string{"label": {labelState + "=" + r.stateTag}})
 	var list []struct {
 		ID     string            `json:"Id"`
@@ -26,8 +70,9 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 	err := r.eng.call(cctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(filters)}}, nil, &list)
 	cancel()
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list containers: %w", err))
+		return fmt.Errorf("list containers: %w", err)
 	}
+	var errs []error
 	for _, c := range list {
 		if r.books.IsLive(c.Labels[labelRun] + "-" + c.Labels[labelSandbox]) {
 			continue
@@ -36,21 +81,39 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	names, err := r.books.Leftovers()
-	if err != nil {
-		errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// removeNamed force-removes the container named name and reports whether
+// the Engine did not know it (it may still be being created).
+func (r *Runtime) removeNamed(ctx context.Context, name string) (notFound bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err = r.eng.call(cctx, http.MethodDelete, "/containers/"+url.PathEscape(name), url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
+	switch {
+	case err == nil:
+		return false, nil
+	case isNotFound(err):
+		return true, nil
+	case removalInProgress(err):
+		return false, r.removeContainer(ctx, name)
 	}
-	for _, name := range names {
-		dir := filepath.Join(r.dir, name)
-		if j, err := workspace.ReadJournal(dir); err == nil {
-			if err := r.removeContainer(ctx, j.Container); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+	return false, fmt.Errorf("remove container %s: %w", name, err)
+}
+
+// settleCreates looks again, for createSettle, for containers of this
+// state dir that a create still under way in the Engine adds, and removes
+// them.
+func (r *Runtime) settleCreates(ctx context.Context) error {
+	deadline := time.Now().Add(createSettle)
+	var err error
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(createPoll):
 		}
-		if err := workspace.Remove(ctx, dir); err != nil {
-			errs = append(errs, err)
-		}
+		err = r.removeStale(ctx)
 	}
-	return r.books.Swept(errors.Join(errs...))
+	return err
 }
