@@ -198,23 +198,26 @@ func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
 // The row ids the targets name.
 const (
-	RowHost        = "host"
-	RowPass        = "python-pass"
-	RowBwrap       = "bwrap"
-	RowDirectCold  = "direct-cold"
-	RowDirectWarm  = "direct-warm"
-	RowGvisorCold  = "gvisor-cold"
-	RowGvisorWarm  = "gvisor-warm"
-	RowDocker      = "docker"
-	RowReference   = "reference"
-	RepoSmall      = "10"
-	RepoMid        = "10k"
-	RepoLarge      = "100k"
-	WorkTrivial    = "trivial"
-	WorkGitLog     = "gitlog"
-	WorkTreeWalk   = "treewalk"
-	targetRepo     = RepoMid
-	targetWorkload = WorkTrivial
+	RowHost       = "host"
+	RowPass       = "python-pass"
+	RowBwrap      = "bwrap"
+	RowDirectCold = "direct-cold"
+	RowDirectWarm = "direct-warm"
+	// RowDirectColdFDM is direct-cold with the host's cgroup2 mounted
+	// favordynmods (tests/bench/dynmods_test.go).
+	RowDirectColdFDM = "direct-cold-fdm"
+	RowGvisorCold    = "gvisor-cold"
+	RowGvisorWarm    = "gvisor-warm"
+	RowDocker        = "docker"
+	RowReference     = "reference"
+	RepoSmall        = "10"
+	RepoMid          = "10k"
+	RepoLarge        = "100k"
+	WorkTrivial      = "trivial"
+	WorkGitLog       = "gitlog"
+	WorkTreeWalk     = "treewalk"
+	targetRepo       = RepoMid
+	targetWorkload   = WorkTrivial
 )
 
 // CheckTargets sets r.Targets from the issue's targets.
@@ -253,6 +256,13 @@ func (r *Report) CheckTargets() {
 	}
 	add("direct cold ≤ 1.5× bubblewrap, same run", okC && okB && ratio <= 1.5, okC && okB,
 		"direct cold %.2f ms, bubblewrap %.2f ms: %.2f×", cold.MedianMS, bw.MedianMS, ratio)
+	fdm, okF := get(RowDirectColdFDM, targetRepo)
+	ratio = 0
+	if okF && okB && bw.MedianMS > 0 {
+		ratio = fdm.MedianMS / bw.MedianMS
+	}
+	add("direct cold with the host's cgroup2 `favordynmods` ≤ 1.5× bubblewrap, same run", okF && okB && ratio <= 1.5, okF && okB,
+		"direct cold %.2f ms, bubblewrap %.2f ms: %.2f×", fdm.MedianMS, bw.MedianMS, ratio)
 	for _, row := range []string{RowDirectWarm, RowDirectCold} {
 		small, ok1 := get(row, RepoSmall)
 		large, ok2 := get(row, RepoLarge)

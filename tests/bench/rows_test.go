@@ -24,6 +24,10 @@ func (s *suite) rows() []rowDef {
 	if ref == "" && s.refImg == "" {
 		ref = "the reference image could not be imported (see the notes)"
 	}
+	fdm := rt("direct")
+	if fdm == "" {
+		fdm = s.cgroup2Why
+	}
 	timings := "the runtime's `Timings` sum (prepare + start + run + read + destroy)"
 	warmT := "the runtime's `Timings` of `Exec` (start + run + read) + `Destroy`; `Prepare` ran before, outside the window, as the pool does"
 	return []rowDef{
@@ -31,6 +35,7 @@ func (s *suite) rows() []rowDef {
 		{Row: Row{RowPass, "the floor: bare `python3 -c pass` on the host (ignores the workload)", "process wall time"}, make: s.passRow},
 		{Row: Row{RowBwrap, "bubblewrap: new user, pid, net, ipc, uts, cgroup and mount namespaces, read-only root and repository binds, tmpfs `/query` and `/tmp`, uid 65534, no capabilities (no cgroup limits, no seccomp filter)", "process wall time"}, blocked: bw, make: s.bwrapRow},
 		{Row: Row{RowDirectCold, "awf direct (libcontainer), `Runtime.Run`", timings}, blocked: rt("direct"), make: s.coldRow("direct")},
+		{Row: Row{RowDirectColdFDM, "awf direct, `Runtime.Run`, with the host's cgroup2 mounted `favordynmods` for the sample (a host setting awf never changes; the row sets it around each sample and restores the host's options)", timings}, blocked: fdm, make: s.fdmRow},
 		{Row: Row{RowDirectWarm, "awf direct, a sandbox prepared ahead: `Exec` + `Destroy`", warmT}, blocked: rt("direct"), make: s.warmRow("direct")},
 		{Row: Row{RowGvisorCold, "awf gvisor (runsc), `Runtime.Run`", timings}, blocked: rt("gvisor"), make: s.coldRow("gvisor")},
 		{Row: Row{RowGvisorWarm, "awf gvisor, a sandbox prepared ahead: `Exec` + `Destroy`", warmT}, blocked: rt("gvisor"), make: s.warmRow("gvisor")},

@@ -95,6 +95,10 @@ type suite struct {
 	notes   []string
 	// stateDirs are the runtimes' state directories, removed at the end.
 	stateDirs []string
+	// cgroup2 is the host's cgroup2 mount for the favordynmods row, or
+	// cgroup2Why says why that row cannot run.
+	cgroup2    *hostCgroup2
+	cgroup2Why string
 	// perSample is each row's median wall per sample by workload and
 	// repository, so that a bigger repository can skip a row that would
 	// not fit the run's time.
@@ -146,6 +150,14 @@ func runSuite() int {
 		s.note("A partial run: rows %v, workloads %v (AWF_BENCH_ROWS, AWF_BENCH_WORKLOADS).", sel.rows, sel.workloads)
 	}
 	s.openRuntimes(sel)
+	s.cgroup2, s.cgroup2Why = findCgroup2()
+	if s.cgroup2 != nil {
+		if s.cgroup2.on {
+			s.note("The host's cgroup2 (%s) is already mounted `favordynmods`: `direct-cold` and `direct-cold-fdm` measure the same thing.", s.cgroup2.point)
+		} else {
+			s.note("The host's cgroup2 (%s) is mounted without `favordynmods` (options %q): `direct-cold-fdm` sets it around each of its samples and restores these options after each, checked in the mount table.", s.cgroup2.point, s.cgroup2.data)
+		}
+	}
 	if sel.row(RowReference) {
 		s.importReference()
 	}
@@ -242,7 +254,7 @@ func (s selection) workload(id string) bool {
 func (s selection) runtimeUsed(name string) bool {
 	switch name {
 	case "direct":
-		return s.row(RowDirectCold) || s.row(RowDirectWarm) || s.row("broker")
+		return s.row(RowDirectCold) || s.row(RowDirectColdFDM) || s.row(RowDirectWarm) || s.row("broker")
 	case "gvisor":
 		return s.row(RowGvisorCold) || s.row(RowGvisorWarm)
 	}
@@ -367,7 +379,7 @@ func (s *suite) measureCell(rows []rowDef, r *benchRepo, w Workload) []Cell {
 			continue
 		}
 		if d, ok := s.perSample[row.ID+"/"+w.ID+"/"+RepoMid]; ok && r.id == RepoLarge && w.ID != WorkTrivial && d > skipAbove {
-			st[i].fail = fmt.Sprintf("not run: a sample cost %.1f s on the 10k-file repository; ten times that does not fit the run's time", d.Seconds())
+			st[i].fail = fmt.Sprintf("a sample cost %.1f s on the 10k-file repository; ten times that does not fit the run's time", d.Seconds())
 			continue
 		}
 		run, err := row.make(r, w)
