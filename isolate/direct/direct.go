@@ -23,9 +23,9 @@
 // entry per resource), sb/<name>/ (per-sandbox tmpfs holding the script
 // directory bound read-only at /awf and the repo overlay's upper and work
 // directories and the sandbox's own mount of the root image), roots/ (the
-// ramfs that holds the verified root filesystem images), views/ (one
-// copy of each seed owned by the sandbox user, the repo overlays' lower
-// layer; see view.go) and lock.
+// ramfs that holds the verified root filesystem images), views/ (the
+// store of this runtime's copies of its seeds, owned by the sandbox user,
+// the repo overlays' lower layers; see view.go) and lock.
 //
 // Cgroups: on cgroup v2 every sandbox gets a leaf under a dedicated parent
 // (HostConfig.CgroupParent, default "awf"), below the broker's own cgroup
@@ -97,27 +97,26 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // Runtime is the direct backend. It owns HostConfig.StateDir exclusively
 // while it is open.
 type Runtime struct {
-	runID    string
-	state    string // StateDir, absolute
-	libct    string // libcontainer state root
-	journal  string // journal directory
-	scratch  string // per-sandbox scratch directories
-	roots    string // root filesystem image stores (see rootmount.go)
-	viewDir  string // writable-mode copies of seeds (see view.go)
-	cg       cgroupSetup
-	lock     *os.File
-	inst     string // random per instance: sandbox names are unique across instances of one run
-	seq      atomic.Uint64
-	mu       sync.Mutex
-	active   map[string]bool       // journal names of live resources
-	images   *workspace.RootImages // nil until the first sandbox or Warm; guarded by mu
-	imgEntry string                // journal name of the image store; guarded by mu
-	policies map[*policy.Policy]*configs.Seccomp
-	viewMu   sync.Mutex
-	views    map[viewKey]*repoView // guarded by viewMu
-	viewSeq  int                   // guarded by viewMu
-	broken   atomic.Pointer[error]
-	closed   atomic.Bool
+	runID     string
+	state     string // StateDir, absolute
+	libct     string // libcontainer state root
+	journal   string // journal directory
+	scratch   string // per-sandbox scratch directories
+	roots     string // root filesystem image stores (see rootmount.go)
+	viewDir   string // holds the repository view store (see view.go)
+	cg        cgroupSetup
+	lock      *os.File
+	inst      string // random per instance: sandbox names are unique across instances of one run
+	seq       atomic.Uint64
+	mu        sync.Mutex
+	active    map[string]bool       // journal names of live resources
+	images    *workspace.RootImages // nil until the first sandbox or Warm; guarded by mu
+	imgEntry  string                // journal name of the image store; guarded by mu
+	views     *workspace.RepoViews  // made by Open, on disk from the first view on
+	viewEntry string                // journal name of the view store, "" until then; guarded by mu
+	policies  map[*policy.Policy]*configs.Seccomp
+	broken    atomic.Pointer[error]
+	closed    atomic.Bool
 }
 
 // New returns the direct runtime. It takes an exclusive lock on the state
@@ -179,7 +178,9 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		viewDir:  filepath.Join(state, "views"),
 		active:   map[string]bool{},
 		policies: map[*policy.Policy]*configs.Seccomp{},
-		views:    map[viewKey]*repoView{},
+	}
+	if r.views, err = newViewStore(h.RunID, r.viewDir); err != nil {
+		return nil, fmt.Errorf("direct: %w", err)
 	}
 	for _, d := range []string{state, r.libct, r.journal, r.scratch, r.roots, r.viewDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

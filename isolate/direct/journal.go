@@ -14,7 +14,7 @@ import (
 const (
 	entrySandbox = "sandbox" // a container with its cgroup leaf and scratch tmpfs
 	entryRoot    = "root"    // a read-only bind of a root filesystem
-	entryView    = "view"    // a copy of a seed: the lower layer of repo overlays
+	entryView    = "view"    // the store of seed copies, the repo overlays' lower layers
 )
 
 // entry is one journalled resource. It is written before the resource is
@@ -28,8 +28,7 @@ type entry struct {
 	Container    string    `json:"container,omitempty"` // libcontainer id
 	Scratch      string    `json:"scratch,omitempty"`   // host tmpfs mount point
 	Mount        string    `json:"mount,omitempty"`     // read-only root bind
-	View         string    `json:"view,omitempty"`      // copy of a seed
-	Seed         string    `json:"seed,omitempty"`      // the seed a view copies
+	View         string    `json:"view,omitempty"`      // view store directory
 	CgroupPaths  []string  `json:"cgroup_paths,omitempty"`
 	Created      time.Time `json:"created"`
 }

@@ -58,13 +58,31 @@ func (r *Runtime) closeImages() error {
 	if images == nil {
 		return nil
 	}
+	return r.closeStore(name, func(ctx context.Context) (bool, error) {
+		if err := images.Close(ctx); err != nil {
+			return false, err
+		}
+		r.mu.Lock()
+		r.images, r.imgEntry = nil, ""
+		r.mu.Unlock()
+		return true, nil
+	})
+}
+
+// closeStore closes a store of this runtime (root images, repository
+// views) under a deadline of its own and, once close reports the store
+// gone, removes its journal entry name ("": the store was never
+// journalled, so never made). A store close leaves (one still in use)
+// stays journalled for the next Sweep.
+func (r *Runtime) closeStore(name string, close func(context.Context) (removed bool, err error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := images.Close(ctx); err != nil {
+	removed, err := close(ctx)
+	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
-	r.mu.Lock()
-	r.images, r.imgEntry = nil, ""
-	r.mu.Unlock()
+	if !removed || name == "" {
+		return nil
+	}
 	return r.untrack(name)
 }

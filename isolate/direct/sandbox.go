@@ -54,7 +54,7 @@ type sandbox struct {
 	ent   entry
 	sc    scratchDirs
 	image *workspace.RootImage // mounted afresh at sc.rootfs
-	view  *repoView            // lower layer of the repo overlay; nil without a repo
+	view  *workspace.RepoView  // lower layer of the repo overlay; nil without a repo
 	argv  []string             // the job argv it was prepared for (Exec compares)
 	enc   *enclave.Layout      // an enclave's filesystem instead of /query and /awf; nil for a query
 	// handoff is the write end of the bootstrap's descriptor when the
@@ -108,7 +108,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	if err != nil {
 		return nil, err
 	}
-	var view *repoView
+	var view *workspace.RepoView
 	if t.Repo != "" {
 		if view, err = r.acquireView(ctx, t.Repo); err != nil {
 			return nil, fmt.Errorf("direct: prepare: %w", err)
@@ -219,7 +219,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 	}
 	lower := ""
 	if sb.view != nil {
-		lower = sb.view.dir
+		lower = sb.view.Dir()
 	}
 	launch := sb.argv
 	if sb.enc == nil && isolate.IsDefaultArgv(sb.argv) {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -17,9 +18,9 @@ import (
 
 // Sweep implements isolate.Runtime: it reclaims every journalled resource
 // that is not live in this runtime (containers, their processes, cgroup
-// leaves, scratch tmpfs, root binds and repository views), and any
-// container state, scratch directory, root bind or view left without a
-// journal entry. A resource that cannot be reclaimed makes the
+// leaves, scratch tmpfs, root binds and repository view stores), and any
+// container state, scratch directory, root bind or view store left
+// without a journal entry. A resource that cannot be reclaimed makes the
 // runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	if r.closed.Load() {
@@ -59,27 +60,29 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 				Scratch: filepath.Join(r.scratch, id), CgroupPaths: r.cg.leafPaths(id)}
 		}
 	}
-	// Root binds and views: the entry's name is the directory's with a
-	// prefix.
+	// Root binds and view stores: the entry's name is the directory's with
+	// a prefix.
 	for _, k := range []struct {
 		dir, prefix string
-		pattern     *regexp.Regexp
+		valid       func(string) bool
 		entry       func(name, path string) entry
 	}{
-		{r.roots, "root-", idPattern, func(name, p string) entry { return entry{Kind: entryRoot, Name: name, Mount: p} }},
-		{r.viewDir, "view-", viewNamePattern, func(name, p string) entry { return entry{Kind: entryView, Name: name, View: p} }},
+		{r.roots, "root-", idPattern.MatchString, func(name, p string) entry { return entry{Kind: entryRoot, Name: name, Mount: p} }},
+		{r.viewDir, "view-", isViewDir, func(name, p string) entry { return entry{Kind: entryView, Name: name, View: p} }},
 	} {
 		des, _ := os.ReadDir(k.dir)
 		for _, de := range des {
 			name := k.prefix + de.Name()
-			if known[name] || r.isActive(name) || !k.pattern.MatchString(de.Name()) {
+			if known[name] || r.isActive(name) || !k.valid(de.Name()) {
 				continue
 			}
 			unjournalled[name] = k.entry(name, filepath.Join(k.dir, de.Name()))
 		}
 	}
-	for name, e := range unjournalled {
-		if err := r.reclaim(ctx, e); err != nil {
+	// In name order, as the journal is read: sandboxes (awf-…) go before
+	// the root binds and view stores their mounts use.
+	for _, name := range slices.Sorted(maps.Keys(unjournalled)) {
+		if err := r.reclaim(ctx, unjournalled[name]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
@@ -108,9 +111,9 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 		}
 		errs = append(errs, unmountAndRemove(e.Mount))
 	case entryView:
-		// removeView checks that the path is inside the views directory
-		// and removes the journal entry.
-		return r.removeView(e.Name, e.View)
+		// removeViews checks that the path is a store in the views
+		// directory and removes the journal entry.
+		return r.removeViews(ctx, e.Name, e.View)
 	case entrySandbox:
 		if e.Container != "" {
 			if !idPattern.MatchString(e.Container) {

@@ -16,10 +16,12 @@ import (
 	"github.com/awf-project/awf/staging"
 )
 
-// Repository views for a workspace backend (gvisor): the scheme of
-// isolate/direct's view.go, whose comment says why the seed cannot be an
-// overlay's lower layer itself (it is root-owned with every write bit
-// stripped, and an overlay keeps the lower layer's owners and modes).
+// Repository views: the one store of them, used by every backend whose
+// repository is an overlay (gvisor through Books; direct, which journals
+// the store in its own journal). A seed is staged root-owned with every
+// write bit stripped and must stay so, and an overlay keeps its lower
+// layer's owners and modes: over the seed itself, the sandbox user would
+// get a repository it can read but not change. Hence a view.
 //
 // The first sandbox over a seed copies it once per runtime into a view,
 // owned by the sandbox user with owner write permission added, in the
@@ -28,9 +30,11 @@ import (
 // backend's Sweep removes the store like any other leftover workspace.
 // Each sandbox then gets a host overlayfs at its RepoDir (lower = the view,
 // upper and work on a fresh tmpfs of Limits.RepoUpperBytes in its own
-// workspace), which the backend binds at /query/repo. Copy-up keeps each
-// invocation's changes in its own upper layer; overlayfs never writes a
-// lower layer, and the store is 0700 root, so no host user reaches a view.
+// workspace), which the backend binds at /query/repo; direct mounts the
+// same overlay itself, inside the sandbox, over RepoView.Dir. Copy-up
+// keeps each invocation's changes in its own upper layer; overlayfs never
+// writes a lower layer, and the store is 0700 root, so no host user
+// reaches a view.
 //
 // The views live under a bind of the store's directory onto itself with
 // noatime, so that reading a view's file through one sandbox's overlay
