@@ -155,6 +155,17 @@ func buildCreate(c containerSpec) (createBody, error) {
 		case m.Destination == isolate.QueryDir:
 			mounts = append(mounts, bind(c.ws.QueryDir(), m.Destination, f.ReadOnly))
 		case m.Source == isolate.SourceRepo:
+			// The workspace's overlay over the runtime's view of the seed
+			// (upper on its own tmpfs of RepoUpperBytes), mounted on the
+			// host before create. The Engine runs in the broker's mount
+			// namespace (or one that receives its mounts), so runc binds
+			// the overlay itself, not the empty directory under it; an
+			// Engine that saw none of the workspace's mounts would not find
+			// the directory at all (it is inside the repo tmpfs) and fail
+			// the create. The bind inherits the overlay's nosuid, nodev and
+			// noexec (checkBindFlags), and rprivate keeps the container's
+			// mounts of it out of the host's table, so none outlives the
+			// container.
 			mounts = append(mounts, bind(c.ws.RepoDir(), m.Destination, f.ReadOnly))
 		case m.Source == isolate.SourceScript:
 			// The workspace seals the script directory read-only, noexec,

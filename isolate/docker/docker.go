@@ -4,8 +4,10 @@
 // image tagged by the rootfs digest, and its single layer is checked against
 // the tar of the directory before use, since no registry is assumed. Each
 // job runs in a fresh container with the same controls as the other
-// backends; /query and /query/repo are host tmpfs mounts from package
-// workspace, so /query/out is read on the host side without following links.
+// backends; /query is a host tmpfs and /query/repo a host overlay over the
+// runtime's view of the seed (see workspace.RepoViews), both from package
+// workspace and bound into the container, so /query/out is read on the host
+// side without following links.
 // Containers carry labels with the run, invocation and state-dir ids so that
 // Sweep can remove orphans.
 package docker
@@ -45,8 +47,9 @@ type Runtime struct {
 	cpus     string    // HostConfig.SandboxCPUs
 	progress io.Writer // HostConfig.Progress; nil means none
 
-	// books keeps the live workspaces, the broken state and the erofs
-	// image store of the rootfs (see rootmount.go).
+	// books keeps the live workspaces, the broken state, the erofs
+	// image store of the rootfs (see rootmount.go) and the store of
+	// repository views.
 	books *workspace.Books
 
 	mu     sync.Mutex
@@ -63,6 +66,11 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One copy of each seed per runtime, an overlay per sandbox: the
+	// per-sandbox cost does not grow with the repository. The Engine binds
+	// the overlay, mounted before the container is created (see
+	// buildCreate).
+	books.UseRepoViews()
 	sum := sha256.Sum256([]byte(filepath.Clean(h.StateDir)))
 	return &Runtime{
 		runID:    h.RunID,
@@ -87,15 +95,19 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close removes the rootfs image store and releases idle connections to
-// the Engine. Sandboxes must be destroyed first.
+// Close removes the rootfs image store and the repository views, and
+// releases idle connections to the Engine. Sandboxes must be destroyed
+// first.
 func (r *Runtime) Close() error {
 	r.eng.hc.CloseIdleConnections()
-	return r.books.CloseImages()
+	return errors.Join(r.books.CloseImages(), r.books.CloseViews())
 }
 
 // Prepare verifies (and if needed imports) the rootfs image and builds the
-// host workspace, with the sandbox's own mount of the rootfs. The container
+// host workspace, with the sandbox's own mount of the rootfs and the
+// overlay over the runtime's view of the repository (the view is copied
+// from the seed once per runtime, by the first Prepare over it or by
+// Warm). The container
 // is created by Exec, once the invocation id that labels it is known.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
 	if err := r.books.Ready(ctx, t, r.ensureProbed); err != nil {

@@ -28,8 +28,9 @@ import (
 var _ isolate.Warmer = (*Runtime)(nil)
 
 // Warm implements isolate.Warmer: it imports t.RootFS into the Engine if it
-// is not there yet and builds its erofs image, so that the first Prepare
-// (inside a query's timing bucket) pays for neither.
+// is not there yet, builds its erofs image and, when t has a repository,
+// the runtime's view of it, so that the first Prepare (inside a query's
+// timing bucket) pays for none of them.
 func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
 	if _, err := r.image(ctx, t.RootFS); err != nil {
 		return fmt.Errorf("docker: rootfs image: %w", err)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/awf-project/awf/isolate/workspace"
@@ -23,9 +25,16 @@ const createSettle = 1500 * time.Millisecond
 // createPoll is how often Sweep looks again within createSettle.
 const createPoll = 100 * time.Millisecond
 
+// viewStoreSuffix ends the name of a run's repository view store (the
+// workspace that workspace.Books names run id + "-views").
+const viewStoreSuffix = "-views"
+
 // Sweep removes every container labelled with this state dir and every
 // workspace under it that this runtime is not running right now, as left by
-// a crash. A sandbox that cannot be removed makes the runtime unusable.
+// a crash: the sandboxes' workspaces (each with its repository overlay),
+// then the view stores of other runs (see workspace.RepoViews), which are
+// workspaces too, once no overlay of those sandboxes uses them. A sandbox
+// that cannot be removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	var errs []error
 	if err := r.removeStale(ctx); err != nil {
@@ -35,6 +44,16 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// View stores go after the sandboxes whose overlays use them.
+	var stores []string
+	names = slices.DeleteFunc(names, func(name string) bool {
+		if strings.HasSuffix(name, viewStoreSuffix) {
+			stores = append(stores, name)
+			return true
+		}
+		return false
+	})
+	names = append(names, stores...)
 	pending := false
 	for _, name := range names {
 		dir := filepath.Join(r.dir, name)
