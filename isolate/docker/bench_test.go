@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,4 +85,72 @@ func BenchmarkRuntimes(b *testing.B) {
 		b.ReportMetric(float64(isolatetest.Median(total["gvisor"]))/float64(d), "gvisor/direct")
 		b.ReportMetric(float64(isolatetest.Median(total["docker"]))/float64(d), "docker/direct")
 	}
+}
+
+// BenchmarkRunRepo measures the docker runtime alone over seeds of 10 and
+// 10,000 files (100,000 with AWF_BENCH_LARGE=1): a cold Run (prepare,
+// create, start, wait, read, destroy), and, interleaved with it, a sandbox
+// prepared ahead, as the warm pool holds one, whose Exec and Destroy are
+// what a request then pays. It reports the medians of both and their
+// phases: what a sandbox's repository costs, and whether that grows with
+// the seed.
+func BenchmarkRunRepo(b *testing.B) {
+	sizes := []int{10, 10_000}
+	if os.Getenv("AWF_BENCH_LARGE") == "1" {
+		sizes = append(sizes, 100_000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchRunRepo(b, benchSeed(b, n)) })
+	}
+}
+
+// benchSeed writes a seed of n small files, 100 to a directory, read-only
+// as staged seeds are.
+func benchSeed(b *testing.B, n int) string {
+	seed := filepath.Join(b.TempDir(), "seed")
+	for i := range n {
+		d := filepath.Join(seed, fmt.Sprintf("d%04d", i/100))
+		require.NoError(b, os.MkdirAll(d, 0o755))
+		require.NoError(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("line %d\n", i)), 0o444))
+	}
+	return seed
+}
+
+func benchRunRepo(b *testing.B, seed string) {
+	r := newTestRuntime(b)
+	tpl := template(b, r, seed)
+	// As the bench suite: room for the repository's pages.
+	tpl.Limits.RepoUpperBytes = 1 << 30
+	ctx := context.Background()
+	require.NoError(b, r.Warm(ctx, tpl))
+	job := isolate.Job{InvocationID: "bench", Script: []byte(isolatetest.BenchScript)}
+	var cold, prep, warm, start, runs, destroy []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		o := r.Run(ctx, isolate.Spec{Template: tpl, Job: job})
+		cold = append(cold, time.Since(t0))
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("cold: %s: %s %s", o.Kind, o.Detail, o.Stderr)
+		}
+		t0 = time.Now()
+		sb, err := r.Prepare(ctx, tpl)
+		prep = append(prep, time.Since(t0))
+		require.NoError(b, err)
+		t0 = time.Now()
+		o = sb.Exec(ctx, job)
+		t1 := time.Now()
+		derr := sb.Destroy(ctx)
+		warm, destroy = append(warm, time.Since(t0)), append(destroy, time.Since(t1))
+		start, runs = append(start, o.Timings.Start), append(runs, o.Timings.Run)
+		require.NoError(b, derr)
+		if o.Kind != isolate.KindOK {
+			b.Fatalf("prepared: %s: %s %s", o.Kind, o.Detail, o.Stderr)
+		}
+	}
+	isolatetest.ReportMedian(b, "cold-ms", cold)
+	isolatetest.ReportMedian(b, "prepare-ms", prep)
+	isolatetest.ReportMedian(b, "prepared-ms", warm)
+	isolatetest.ReportMedian(b, "start-ms", start)
+	isolatetest.ReportMedian(b, "run-ms", runs)
+	isolatetest.ReportMedian(b, "destroy-ms", destroy)
 }
