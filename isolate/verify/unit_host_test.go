@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/sbx"
 )
 
@@ -54,6 +55,9 @@ func TestClassifyCgroup(t *testing.T) {
 		{"v1 is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupV1, Warn, "v1 only"},
 		{"a missing controller fails", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: []string{"cpu", "memory"}}, CgroupV2, Fail, "pids"},
 		{"no cgroup mount fails", cgroupFacts{RootMagic: 0x1234}, "none", Fail, "not a cgroup mount"},
+		{"hybrid without favordynmods says how to remove the attach's wait", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup/unified"}}, CgroupHybrid, Warn, "`mount -o remount,favordynmods /sys/fs/cgroup/unified` removes the wait"},
+		{"v2 with favordynmods says the attach does not wait", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup", FavorDynmods: true}}, CgroupV2Delegated, Pass, "does not wait for an RCU grace period"},
+		{"no cgroup2 mount: the wait is said, without a remedy", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupV1, Warn, "no cgroup2 mount to set favordynmods on"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,10 +152,10 @@ func runSuite() int {
 	s.openRuntimes(sel)
 	s.cgroup2, s.cgroup2Why = findCgroup2()
 	if s.cgroup2 != nil {
-		if s.cgroup2.on {
-			s.note("The host's cgroup2 (%s) is already mounted `favordynmods`: `direct-cold` and `direct-cold-fdm` measure the same thing.", s.cgroup2.point)
+		if s.cgroup2.m.FavorDynmods {
+			s.note("The host's cgroup2 (%s) is already mounted `favordynmods`: `direct-cold` and `direct-cold-fdm` measure the same thing.", s.cgroup2.m.Point)
 		} else {
-			s.note("The host's cgroup2 (%s) is mounted without `favordynmods` (options %q): `direct-cold-fdm` sets it around each of its samples and restores these options after each, checked in the mount table.", s.cgroup2.point, s.cgroup2.data)
+			s.note("The host's cgroup2 (%s) is mounted without `favordynmods` (options %q): `direct-cold-fdm` sets it around each of its samples and restores these options after each, checked in the mount table.", s.cgroup2.m.Point, s.cgroup2.m.Data)
 		}
 	}
 	if sel.row(RowReference) {
