@@ -14,15 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/workspace"
 	"github.com/awf-project/awf/policy"
 )
 
 // oomScoreAdj makes a sandbox the OOM killer's first choice on the host.
 const oomScoreAdj = 1000
-
-// overlayOptions keep the per-invocation layer simple and safe with an
-// untrusted upper: no redirects, no metacopy, no index, no xino.
-const overlayOptions = "redirect_dir=off,metacopy=off,index=off,xino=off"
 
 // describe returns the description of the sandbox that t and argv make on
 // this runtime's host: every value the sandbox gets comes from it.
@@ -201,7 +198,7 @@ func mounts(d *specs.Spec, w isolate.Weakening, lower string, sc scratchDirs) ([
 			// An overlay, not a bind: its size is the upper tmpfs's.
 			cm.Source, cm.Device = "overlay", "overlay"
 			cm.Flags &^= unix.MS_BIND | unix.MS_REC
-			cm.Data = fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, sc.upper, sc.work, overlayOptions)
+			cm.Data = fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, sc.upper, sc.work, workspace.OverlayOptions)
 		case m.Type == "bind":
 			return nil, fmt.Errorf("describe: bind of %s has no source in this backend", m.Source)
 		}
