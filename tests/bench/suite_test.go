@@ -141,7 +141,7 @@ func runSuite() int {
 		rep.Repos = append(rep.Repos, r.id)
 		s.note("The %s-file repository: %d files (about 90 bytes each, %d per directory), one commit, packed (`git repack -ad`), read-only as a staged seed is; made in %.1f s.", r.id, r.files, perDir, r.made.Seconds())
 	}
-	s.note("Runtime rows run with the default limits except a 1 GiB repository tmpfs (the docker runtime copies the whole tree into it per invocation, 100k files taking 400 MB of pages; direct and gvisor overlay one view per seed), no CPU pinning, the default seccomp policy and the project's rootfs. The broker row runs as `awf broker` does (sandboxes pinned to the last CPU).")
+	s.note("Runtime rows run with the default limits (every runtime overlays one view per seed, so the repository tmpfs holds only an invocation's writes), no CPU pinning, the default seccomp policy and the project's rootfs. The broker row runs as `awf broker` does (sandboxes pinned to the last CPU).")
 	s.note("`bwrap` binds the repository read-only (awf gives a private writable overlay) and sets up no cgroup and no seccomp filter: it is a floor, not an equal.")
 	s.note("`reference` reproduces the reference's per-query path with public tools: the image is the project's rootfs imported with `docker import` (the reference uses python:3.12-alpine), `--pull never` on that local image, Docker's default seccomp profile in place of the reference's own; every other flag is the reference's. Its in-container entry point copies the seed again into `/query` (`shutil.copytree`) and runs the script with `runpy`, as its `run-query` does.")
 	s.note("Each row takes as many samples as its first run's cost (a warm row's refill included) fits in %.0f s per cell (twice that, up to %d, in the trivial 10k-file cell the targets read), between %d and %d; a first run that cost over 2 s is kept as a sample and the row may take as few as 2 (1 over 8 s); other first runs are untimed. On the 100k-file repository, the git-log and tree-walk cells skip a row whose 10k-file run cost over 2 s.", s.p.budget.Seconds(), max(s.p.nMax, s.p.nTarget), s.p.nMin, s.p.nMax)
@@ -321,14 +321,12 @@ func (s *suite) openRuntimes(sel selection) {
 	}
 }
 
-// template is the sandbox template of runtime name over repository r. The
-// repository tmpfs is raised to 1 GiB: the docker runtime copies the whole
-// tree into it per invocation, and 100k files take 400 MB of pages (the
-// direct and gvisor runtimes' overlay upper layers stay empty).
+// template is the sandbox template of runtime name over repository r,
+// with the default limits: every runtime overlays one view per seed, so the
+// repository tmpfs holds only an invocation's writes, whatever the seed's
+// size.
 func (s *suite) template(name string, r *benchRepo) isolate.Template {
-	lim := isolate.DefaultLimits()
-	lim.RepoUpperBytes = 1 << 30
-	return isolate.Template{RunID: s.runIDs[name], RootFS: s.env.RootFS, Repo: r.dir, Limits: lim, Policy: s.pol}
+	return isolate.Template{RunID: s.runIDs[name], RootFS: s.env.RootFS, Repo: r.dir, Limits: isolate.DefaultLimits(), Policy: s.pol}
 }
 
 // warmRepo does each runtime's one-off work for r (direct: the per-seed
