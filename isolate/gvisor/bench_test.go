@@ -125,3 +125,55 @@ func benchPrepared(b *testing.B, repo string) {
 	isolatetest.ReportMedian(b, "run-ms", run)
 	isolatetest.ReportMedian(b, "destroy-ms", destroy)
 }
+
+// treeWalkScript hashes every file of the repository in a stable order, as
+// the bench suite's tree-walk workload does.
+const treeWalkScript = `import os, hashlib
+h = hashlib.sha256()
+n = 0
+for root, dirs, files in os.walk("repo"):
+    dirs[:] = sorted(d for d in dirs if d != ".git")
+    for name in sorted(files):
+        with open(os.path.join(root, name), "rb") as f:
+            h.update(f.read())
+        n += 1
+open("out", "w").write('{"n": %d}' % n)
+`
+
+// BenchmarkRunTreeWalk measures full Runs over a 10,000-file seed: the
+// trivial script and the tree walk, each with the /query and /query/repo
+// binds exclusive to the Sentry (hintExclusive) and shared (runsc's
+// default), interleaved in one loop so that a loaded host moves all four
+// alike. It reports the medians and the walk's shared/exclusive ratio.
+func BenchmarkRunTreeWalk(b *testing.B) {
+	r := newTestRuntime(b)
+	tpl := template(b, r, benchSeed(b, 10_000))
+	tpl.Limits.Wall = 60 * time.Second
+	require.NoError(b, r.Probe(context.Background()))
+	ctx := context.Background()
+	// The first Run copies the seed into the runtime's view: untimed.
+	o := r.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "warm", Script: []byte(benchScript)}})
+	require.Equal(b, isolate.KindOK, o.Kind, "%s %s", o.Detail, o.Stderr)
+	durs := map[string][]time.Duration{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, shared := range []bool{false, true} {
+			r.testOnlySharedBinds = shared
+			mode := map[bool]string{false: "exclusive", true: "shared"}[shared]
+			for _, w := range []struct{ name, script, want string }{{"trivial", benchScript, `{"n": 1}`}, {"walk", treeWalkScript, `{"n": 10000}`}} {
+				t0 := time.Now()
+				o := r.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(w.script)}})
+				durs[w.name+"-"+mode] = append(durs[w.name+"-"+mode], time.Since(t0))
+				if o.Kind != isolate.KindOK || string(o.Output) != w.want {
+					b.Fatalf("%s %s %d: %s: %s %q %s", w.name, mode, i, o.Kind, o.Detail, o.Output, o.Stderr)
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	r.testOnlySharedBinds = false
+	for _, k := range []string{"trivial-exclusive", "trivial-shared", "walk-exclusive", "walk-shared"} {
+		isolatetest.ReportMedian(b, k+"-ms", durs[k])
+	}
+	b.ReportMetric(isolatetest.Median(durs["walk-shared"]).Seconds()/isolatetest.Median(durs["walk-exclusive"]).Seconds(), "walk-shared/exclusive")
+}

@@ -21,6 +21,16 @@ const (
 	annotationSandbox    = "awf.sandbox"
 )
 
+// mountHintPrefix starts runsc's mount hint annotations: for a hint named
+// N, N.source names the host directory of a bind in the spec, N.type its
+// type and N.share who else uses it ("container": nobody but this
+// container).
+const mountHintPrefix = "dev.gvisor.spec.mount."
+
+// exclusiveHints are the binds whose host directories nobody but the
+// sandbox touches while it runs, by the name of their hint.
+var exclusiveHints = map[string]string{isolate.QueryDir: "awf-query", isolate.RepoDir: "awf-repo"}
+
 // bundleSpec is what buildSpec needs.
 type bundleSpec struct {
 	desc    *specs.Spec // isolate.Describe of the template and the job
@@ -77,6 +87,11 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	s.Mounts = mounts
 	ann := maps.Clone(b.desc.Annotations)
 	ann[annotationRun], ann[annotationInvocation], ann[annotationSandbox] = b.runID, b.invID, b.sandbox
+	for _, m := range mounts {
+		if name, ok := exclusiveHints[m.Destination]; ok && m.Type == "bind" {
+			hintExclusive(ann, name, m.Source)
+		}
+	}
 	s.Annotations = ann
 	lx := *b.desc.Linux
 	res := *lx.Resources
@@ -95,6 +110,38 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	lx.Seccomp = b.seccomp
 	s.Linux = &lx
 	return &s, nil
+}
+
+// hintExclusive tells runsc that only this container uses the bind of
+// source: the Sentry then caches the bind's dentries and metadata as
+// authoritative (runsc's "exclusive" file access, the default for the root
+// and --file-access-mounts=shared for every other bind) instead of
+// revalidating each path component with the gofer at every lookup.
+// Measured on a 10,000-file tree walk under ptrace: 6 gofer round trips
+// per file opened become 2 (a walk and an open), and the walk takes about
+// 40% less time (docs/PERFORMANCE.md).
+//
+// It is sound for /query and /query/repo, and only for them: the host
+// writes the /query tmpfs and the repository overlay only in
+// workspace.Create, before runsc starts, and reads them (the answer, the
+// file-size check) only after the sandbox is gone; the overlay's lower
+// layer is a repository view, complete before any overlay uses it and
+// never written after, and its upper is this sandbox's own tmpfs. /awf is
+// not hinted: Exec places the script there while a prepared sandbox
+// waits. File data is not cached either way: the Sentry reads, writes
+// and maps a regular file through the host descriptor the gofer hands it,
+// so what a job writes, even through a mapping, is in the host file when
+// the broker reads it (TestExclusiveBindsWriteThrough). The caches are the
+// Sentry's, per sandbox, and die with it.
+func hintExclusive(ann map[string]string, name, source string) {
+	ann[mountHintPrefix+name+".source"] = source
+	ann[mountHintPrefix+name+".type"] = "bind"
+	ann[mountHintPrefix+name+".share"] = "container"
+}
+
+// dropMountHints removes every mount hint from ann.
+func dropMountHints(ann map[string]string) {
+	maps.DeleteFunc(ann, func(k, _ string) bool { return strings.HasPrefix(k, mountHintPrefix) })
 }
 
 // onlyFlags drops the tmpfs data options (mode, size, uid, gid) of opts.

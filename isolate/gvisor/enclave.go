@@ -98,6 +98,9 @@ func renderEnclave(l enclave.Layout, ws *workspace.Workspace, s *specs.Spec) err
 	}
 	ms = append(ms, specs.Mount{Destination: l.Out, Type: "bind", Source: ws.QueryDir(), Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
 	s.Mounts = ms
+	// The query's hints name the workspace's /query tmpfs, which is bound
+	// here at l.Out: an enclave keeps runsc's default, shared, access.
+	dropMountHints(s.Annotations)
 	proc := *s.Process
 	proc.Env = slices.Clone(l.Env)
 	proc.Cwd = isolate.TmpDir

@@ -55,6 +55,10 @@ type Runtime struct {
 	// debugArgs are extra runsc flags (--debug, --strace...) that only
 	// tests set, to see what a sandbox did; production never sets them.
 	debugArgs []string
+	// testOnlySharedBinds renders bundles without the exclusive-access
+	// hints (hintExclusive), as before them, so that a benchmark can
+	// measure both side by side; production never sets it.
+	testOnlySharedBinds bool
 }
 
 // New returns the gvisor runtime, a *Runtime (nil on error, never a nil

@@ -254,6 +254,9 @@ func (s *sandbox) start(argv []string, invID string, stdin *os.File) error {
 			return err
 		}
 	}
+	if s.r.testOnlySharedBinds {
+		dropMountHints(spec.Annotations)
+	}
 	if err := writeBundle(bundle, spec); err != nil {
 		return err
 	}
