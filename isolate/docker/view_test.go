@@ -3,12 +3,10 @@ package docker
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,18 +15,6 @@ import (
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/isolatetest"
 )
-
-// viewSeed writes a read-only seed of two files.
-func viewSeed(t testing.TB) string {
-	t.Helper()
-	seed := filepath.Join(t.TempDir(), "seed")
-	require.NoError(t, os.MkdirAll(filepath.Join(seed, "src"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(seed, "README"), []byte("hello\n"), 0o444))
-	require.NoError(t, os.WriteFile(filepath.Join(seed, "src", "a.py"), []byte("x = 1\n"), 0o444))
-	require.NoError(t, os.Chmod(filepath.Join(seed, "src"), 0o555))
-	t.Cleanup(func() { _ = os.Chmod(filepath.Join(seed, "src"), 0o755) })
-	return seed
-}
 
 // repoOverlaysUnder lists, from the mount table of every process on the
 // host (the broker's, the Engine's, containerd's and its shims', and any
@@ -64,68 +50,25 @@ func repoOverlaysUnder(t testing.TB, dir string) []string {
 	return out
 }
 
-// TestRepoViewIsPrivatePerInvocation: sequential invocations over one seed
-// (a prepared one and a cold one, each twice) each see /query/repo as the
-// seed, through the host overlay (not the empty directory under it), owned
-// by the sandbox user and writable, and none sees what an earlier one
-// wrote, changed or removed; once each container is removed no process on
-// the host has a mount of its overlay; the runtime keeps one view of the
-// seed for all of them, in a store that only root can enter.
+// TestRepoViewIsPrivatePerInvocation: the shared case
+// (isolatetest.RepoViewIsPrivatePerInvocation), seen through the host
+// overlay (not the empty directory under it); once each container is
+// removed no process on the host has a mount of its overlay; the runtime
+// keeps one view of the seed for all of them, in a store that only root
+// can enter.
 func TestRepoViewIsPrivatePerInvocation(t *testing.T) {
 	r := newTestRuntime(t)
-	tpl := template(t, r, viewSeed(t))
-	script := `import os, json
-r = '/query/repo'
-st = os.stat(r)
-mnt = [l.split(' - ', 1)[1].split()[:2] for l in open('/proc/self/mountinfo') if l.split()[4] == r]
-got = {'uid': st.st_uid, 'seen': sorted(os.listdir(r)), 'src': sorted(os.listdir(r + '/src')), 'readme': open(r + '/README').read(), 'mount': mnt}
-open(r + '/README', 'w').write('changed')
-os.remove(r + '/src/a.py')
-open(r + '/new', 'w').write('new')
-os.mkdir(r + '/dir')
-open('/query/out', 'w').write(json.dumps(got))
-`
-	ctx := context.Background()
-	for i, prepared := range []bool{true, false, true, false} {
-		var o isolate.Outcome
-		if prepared {
-			sb, err := r.Prepare(ctx, tpl)
-			require.NoError(t, err)
-			// Destroy is idempotent: this one is for a failure below.
-			t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
-			// The positive control of the leak check below.
+	isolatetest.RepoViewIsPrivatePerInvocation(t, r, template(t, r, isolatetest.ViewSeed(t)), isolatetest.ViewHooks{
+		// The positive control of the leak check below.
+		Prepared: func(t *testing.T, i int) {
 			require.NotEmpty(t, repoOverlaysUnder(t, r.dir), "invocation %d: the prepared sandbox's overlay is in the host's table", i)
-			o = sb.Exec(ctx, isolate.Job{InvocationID: "inv-" + isolatetest.RandomID(t)[:8], Script: []byte(script)})
-			require.NoError(t, sb.Destroy(ctx))
-		} else {
-			o = run(t, r, tpl, script)
-		}
-		require.Equal(t, isolate.KindOK, o.Kind, "invocation %d: %s\nstderr: %s", i, o.Detail, o.Stderr)
-		var got struct {
-			UID    int        `json:"uid"`
-			Seen   []string   `json:"seen"`
-			Src    []string   `json:"src"`
-			Readme string     `json:"readme"`
-			Mount  [][]string `json:"mount"`
-		}
-		require.NoError(t, json.Unmarshal(o.Output, &got))
-		assert.Equal(t, isolate.SandboxUID, got.UID, "invocation %d", i)
-		assert.Equal(t, []string{"README", "src"}, got.Seen, "invocation %d", i)
-		assert.Equal(t, []string{"a.py"}, got.Src, "invocation %d", i)
-		assert.Equal(t, "hello\n", got.Readme, "invocation %d", i)
-		assert.Equal(t, [][]string{{"overlay", "awf-repo"}}, got.Mount, "invocation %d: /query/repo is the host overlay", i)
-		assert.Empty(t, repoOverlaysUnder(t, r.dir), "invocation %d: repo overlays left after the sandbox was destroyed", i)
-	}
-	store := filepath.Join(r.dir, r.runID+"-views")
-	views, err := filepath.Glob(filepath.Join(store, "views", "*"))
-	require.NoError(t, err)
-	assert.Len(t, views, 1, "one view of the seed per runtime")
-	for _, d := range []string{r.dir, store} {
-		st, err := os.Stat(d)
-		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "%s", d)
-		assert.Zero(t, st.Sys().(*syscall.Stat_t).Uid, "%s is root's", d)
-	}
+		},
+		After: func(t *testing.T, i int, mount [][]string) {
+			assert.Equal(t, [][]string{{"overlay", "awf-repo"}}, mount, "invocation %d: /query/repo is the host overlay", i)
+			assert.Empty(t, repoOverlaysUnder(t, r.dir), "invocation %d: repo overlays left after the sandbox was destroyed", i)
+		},
+	})
+	isolatetest.RequireOneView(t, r.dir, r.runID)
 }
 
 // TestRepoUpperIsSizeCapped: the writes of one invocation go to its own
@@ -134,7 +77,7 @@ open('/query/out', 'w').write(json.dumps(got))
 // cap again.
 func TestRepoUpperIsSizeCapped(t *testing.T) {
 	r := newTestRuntime(t)
-	tpl := template(t, r, viewSeed(t))
+	tpl := template(t, r, isolatetest.ViewSeed(t))
 	tpl.Limits.RepoUpperBytes = 4 << 20
 	script := `import errno, json, os
 c = b'x' * (1 << 20)
@@ -172,7 +115,7 @@ func TestSweepRemovesViewsACrashLeft(t *testing.T) {
 	var dir string
 	b.Template = func(t testing.TB, r *Runtime, _ string) isolate.Template {
 		dir = r.dir
-		return template(t, r, viewSeed(t))
+		return template(t, r, isolatetest.ViewSeed(t))
 	}
 	isolatetest.SweepRemovesWhatACrashLeft(t, b)
 	assert.Empty(t, repoOverlaysUnder(t, dir), "repo overlays left after the sweep")

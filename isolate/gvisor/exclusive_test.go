@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
 )
@@ -24,7 +25,7 @@ import (
 // hintExclusive); an enclave's bundle has no hint.
 func TestRenderHintsExclusiveBinds(t *testing.T) {
 	r := newTestRuntime(t)
-	tpl := template(t, r, viewSeed(t))
+	tpl := template(t, r, isolatetest.ViewSeed(t))
 	desc, err := trial.Describe(tpl, nil, "")
 	require.NoError(t, err)
 	ws := &workspace.Workspace{Dir: "/state/ws", Journal: workspace.Journal{Repo: tpl.Repo}}
@@ -84,7 +85,7 @@ os._exit(0)
 // to the upper layer: the Sentry writes back no access time.
 func TestExclusiveBindsWriteThrough(t *testing.T) {
 	r := newTestRuntime(t)
-	tpl := template(t, r, viewSeed(t))
+	tpl := template(t, r, isolatetest.ViewSeed(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	want := []byte(`{"n": 42}       `)
