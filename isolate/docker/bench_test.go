@@ -95,32 +95,14 @@ func BenchmarkRuntimes(b *testing.B) {
 // phases: what a sandbox's repository costs, and whether that grows with
 // the seed.
 func BenchmarkRunRepo(b *testing.B) {
-	sizes := []int{10, 10_000}
-	if os.Getenv("AWF_BENCH_LARGE") == "1" {
-		sizes = append(sizes, 100_000)
+	for _, n := range isolatetest.SeedSizes() {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchRunRepo(b, isolatetest.BenchSeed(b, n)) })
 	}
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchRunRepo(b, benchSeed(b, n)) })
-	}
-}
-
-// benchSeed writes a seed of n small files, 100 to a directory, read-only
-// as staged seeds are.
-func benchSeed(b *testing.B, n int) string {
-	seed := filepath.Join(b.TempDir(), "seed")
-	for i := range n {
-		d := filepath.Join(seed, fmt.Sprintf("d%04d", i/100))
-		require.NoError(b, os.MkdirAll(d, 0o755))
-		require.NoError(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("line %d\n", i)), 0o444))
-	}
-	return seed
 }
 
 func benchRunRepo(b *testing.B, seed string) {
 	r := newTestRuntime(b)
 	tpl := template(b, r, seed)
-	// As the bench suite: room for the repository's pages.
-	tpl.Limits.RepoUpperBytes = 1 << 30
 	ctx := context.Background()
 	require.NoError(b, r.Warm(ctx, tpl))
 	job := isolate.Job{InvocationID: "bench", Script: []byte(isolatetest.BenchScript)}

@@ -3,8 +3,6 @@ package gvisor
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -56,34 +54,14 @@ func BenchmarkPrepared(b *testing.B) { benchPrepared(b, "") }
 // files (100,000 with AWF_BENCH_LARGE=1): what a sandbox's repository view
 // costs in the measured window (its unmount at Destroy) and in Prepare.
 func BenchmarkPreparedRepo(b *testing.B) {
-	sizes := []int{10, 10_000}
-	if os.Getenv("AWF_BENCH_LARGE") == "1" {
-		sizes = append(sizes, 100_000)
+	for _, n := range isolatetest.SeedSizes() {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchPrepared(b, isolatetest.BenchSeed(b, n)) })
 	}
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) { benchPrepared(b, benchSeed(b, n)) })
-	}
-}
-
-// benchSeed writes a seed of n small files, 100 to a directory, read-only
-// as staged seeds are.
-func benchSeed(b *testing.B, n int) string {
-	seed := filepath.Join(b.TempDir(), "seed")
-	for i := range n {
-		d := filepath.Join(seed, fmt.Sprintf("d%04d", i/100))
-		require.NoError(b, os.MkdirAll(d, 0o755))
-		require.NoError(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("line %d\n", i)), 0o444))
-	}
-	return seed
 }
 
 // benchPrepared is BenchmarkPrepared over the seed repo ("" for none).
 func benchPrepared(b *testing.B, repo string) {
 	r, tpl, job := newBench(b, repo)
-	if repo != "" {
-		// As the bench suite: room for a copy of 100k files.
-		tpl.Limits.RepoUpperBytes = 1 << 30
-	}
 	ctx := context.Background()
 	var warm, cold, start, run, destroy, prep []time.Duration
 	b.ResetTimer()
@@ -147,7 +125,7 @@ open("out", "w").write('{"n": %d}' % n)
 // alike. It reports the medians and the walk's shared/exclusive ratio.
 func BenchmarkRunTreeWalk(b *testing.B) {
 	r := newTestRuntime(b)
-	tpl := template(b, r, benchSeed(b, 10_000))
+	tpl := template(b, r, isolatetest.BenchSeed(b, 10_000))
 	tpl.Limits.Wall = 60 * time.Second
 	require.NoError(b, r.Probe(context.Background()))
 	ctx := context.Background()

@@ -1,9 +1,14 @@
 package isolatetest
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchScript lists the repository and writes a JSON answer, relative to
@@ -33,4 +38,26 @@ func ReportMedian(b *testing.B, unit string, ds []time.Duration) {
 		return
 	}
 	b.ReportMetric(float64(Median(ds))/float64(time.Millisecond), unit)
+}
+
+// SeedSizes are the repository sizes the backends' repository benchmarks
+// run over: 10 and 10,000 files, and 100,000 with AWF_BENCH_LARGE=1.
+func SeedSizes() []int {
+	sizes := []int{10, 10_000}
+	if os.Getenv("AWF_BENCH_LARGE") == "1" {
+		sizes = append(sizes, 100_000)
+	}
+	return sizes
+}
+
+// BenchSeed writes a seed of n small files, 100 to a directory, read-only
+// as staged seeds are.
+func BenchSeed(b *testing.B, n int) string {
+	seed := filepath.Join(b.TempDir(), "seed")
+	for i := range n {
+		d := filepath.Join(seed, fmt.Sprintf("d%04d", i/100))
+		require.NoError(b, os.MkdirAll(d, 0o755))
+		require.NoError(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("line %d\n", i)), 0o444))
+	}
+	return seed
 }
