@@ -19,8 +19,12 @@ func TestRunTrivialQuery(t *testing.T) {
 	r := newTestRuntime(t)
 	var pid int
 	ctx := context.Background()
+	// The job outlives the Engine's inspect after start, which is when
+	// docker learns the pid: a job already gone by then has no pid to give
+	// (on a loaded host a bare InspectScript sometimes was).
+	script := isolatetest.InspectScript + "\nimport time\ntime.sleep(2)\n"
 	o := r.Run(ctx, isolate.Spec{Template: template(t, r, ""), Job: isolate.Job{
-		InvocationID: "trivial", Script: []byte(isolatetest.InspectScript), OnStart: func(p int) { pid = p },
+		InvocationID: "trivial", Script: []byte(script), OnStart: func(p int) { pid = p },
 	}})
 	got := isolatetest.Inspected(t, o, testRootFS)
 	assert.Equal(t, "1", got["nnp"])
