@@ -104,20 +104,6 @@ func benchPrepared(b *testing.B, repo string) {
 	isolatetest.ReportMedian(b, "destroy-ms", destroy)
 }
 
-// treeWalkScript hashes every file of the repository in a stable order, as
-// the bench suite's tree-walk workload does.
-const treeWalkScript = `import os, hashlib
-h = hashlib.sha256()
-n = 0
-for root, dirs, files in os.walk("repo"):
-    dirs[:] = sorted(d for d in dirs if d != ".git")
-    for name in sorted(files):
-        with open(os.path.join(root, name), "rb") as f:
-            h.update(f.read())
-        n += 1
-open("out", "w").write('{"n": %d}' % n)
-`
-
 // BenchmarkRunTreeWalk measures full Runs over a 10,000-file seed: the
 // trivial script and the tree walk, each with the /query and /query/repo
 // binds exclusive to the Sentry (hintExclusive) and shared (runsc's
@@ -138,7 +124,7 @@ func BenchmarkRunTreeWalk(b *testing.B) {
 		for _, shared := range []bool{false, true} {
 			r.testOnlySharedBinds = shared
 			mode := map[bool]string{false: "exclusive", true: "shared"}[shared]
-			for _, w := range []struct{ name, script, want string }{{"trivial", benchScript, `{"n": 1}`}, {"walk", treeWalkScript, `{"n": 10000}`}} {
+			for _, w := range []struct{ name, script, want string }{{"trivial", benchScript, `{"n": 1}`}, {"walk", isolatetest.TreeWalkScript, "true"}} {
 				t0 := time.Now()
 				o := r.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(w.script)}})
 				durs[w.name+"-"+mode] = append(durs[w.name+"-"+mode], time.Since(t0))

@@ -1,5 +1,7 @@
 package bench
 
+import "github.com/awf-project/awf/isolate/isolatetest"
+
 // The workloads' scripts. Each runs with /query (or, on the host, a scratch
 // directory) as its working directory, the repository at ./repo, and
 // writes its answer to ./out; the same bytes run in every row.
@@ -81,18 +83,9 @@ open("out", "w").write(str(len(seen)))
 `
 
 // ScriptTreeWalk hashes every file of the working tree (not .git), in a
-// stable order, and answers a boolean.
-const ScriptTreeWalk = `import os, hashlib
-h = hashlib.sha256()
-n = 0
-for root, dirs, files in os.walk("repo"):
-    dirs[:] = sorted(d for d in dirs if d != ".git")
-    for name in sorted(files):
-        with open(os.path.join(root, name), "rb") as f:
-            h.update(f.read())
-        n += 1
-open("out", "w").write("true" if n > 0 and h.digest() else "false")
-`
+// stable order, and answers a boolean: the one tree walk the backends'
+// benchmarks run too.
+const ScriptTreeWalk = isolatetest.TreeWalkScript
 
 // Workload is one script and the answer it must give.
 type Workload struct {
