@@ -8,8 +8,10 @@
 // runtime's view of the seed (see workspace.RepoViews), both from package
 // workspace and bound into the container, so /query/out is read on the host
 // side without following links.
-// Containers carry labels with the run, invocation and state-dir ids so that
-// Sweep can remove orphans.
+// Prepare creates the container and Exec only writes the script and
+// starts it (see sandbox), so a sandbox held by a warm pool saves its job
+// the create. Containers carry labels with the run, sandbox and state-dir
+// ids so that Sweep can remove orphans.
 package docker
 
 import (
@@ -31,11 +33,10 @@ const Name = "docker"
 
 // Labels on every container.
 const (
-	labelRun        = "awf.run"
-	labelInvocation = "awf.invocation"
-	labelSandbox    = "awf.sandbox"
-	labelState      = "awf.state"
-	labelBackend    = "awf.backend"
+	labelRun     = "awf.run"
+	labelSandbox = "awf.sandbox"
+	labelState   = "awf.state"
+	labelBackend = "awf.backend"
 )
 
 // Runtime is the docker backend. It is safe for concurrent use.
@@ -90,9 +91,18 @@ func (r *Runtime) Name() string { return Name }
 // Usable returns nil until a sandbox could not be reclaimed.
 func (r *Runtime) Usable() error { return r.books.Usable() }
 
-// Run prepares a sandbox, runs the job and destroys the sandbox.
+// Run prepares a sandbox, runs the job and destroys the sandbox, as
+// isolate.RunWithSandbox does, except that the container is created for
+// the job's own argv: a job with another one (verify's, the tests') then
+// creates one container, as a default job does.
 func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
-	return isolate.RunWithSandbox(ctx, r, s)
+	argv := s.Job.Argv
+	if len(argv) == 0 {
+		argv = isolate.DefaultArgv
+	}
+	return isolate.RunIn(ctx, r, func(ctx context.Context) (isolate.Sandbox, error) {
+		return r.prepareFor(ctx, s.Template, argv)
+	}, s.Job)
 }
 
 // Close removes the rootfs image store and the repository views, and
@@ -103,13 +113,18 @@ func (r *Runtime) Close() error {
 	return errors.Join(r.books.CloseImages(), r.books.CloseViews())
 }
 
-// Prepare verifies (and if needed imports) the rootfs image and builds the
-// host workspace, with the sandbox's own mount of the rootfs and the
-// overlay over the runtime's view of the repository (the view is copied
-// from the seed once per runtime, by the first Prepare over it or by
-// Warm). The container
-// is created by Exec, once the invocation id that labels it is known.
+// Prepare verifies (and if needed imports) the rootfs image, builds the
+// host workspace, with the sandbox's own mount of the rootfs, its /tmp and
+// the overlay over the runtime's view of the repository (the view is
+// copied from the seed once per runtime, by the first Prepare over it or
+// by Warm), and creates the container, stopped, for isolate.DefaultArgv.
+// What is left for Exec is the script, the start and the wait.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
+	return r.prepareFor(ctx, t, isolate.DefaultArgv)
+}
+
+// prepareFor is Prepare with the container created for argv.
+func (r *Runtime) prepareFor(ctx context.Context, t isolate.Template, argv []string) (isolate.Sandbox, error) {
 	if err := r.books.Ready(ctx, t, r.ensureProbed); err != nil {
 		return nil, err
 	}
@@ -129,7 +144,7 @@ func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sand
 	if err != nil {
 		return nil, err
 	}
-	return r.prepare(ctx, t, image, seccomp, root)
+	return r.prepare(ctx, t, image, seccomp, root, argv)
 }
 
 // image returns the verified image of a rootfs directory, once per runtime.
@@ -167,21 +182,39 @@ func (r *Runtime) forgetImage(id string) {
 }
 
 // prepare creates the workspace of a sandbox that will run image, with
-// root mounted in it when not nil (the probe runs without one).
-func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string, root *workspace.RootImage) (isolate.Sandbox, error) {
+// root mounted in it when not nil (the probe runs without one), and its
+// /tmp, and creates its container for argv. Whatever fails, or a ctx that
+// ends, leaves nothing: Destroy removes the container (waiting out a
+// create the Engine finishes after the call gave up) and the workspace.
+func (r *Runtime) prepare(ctx context.Context, t isolate.Template, image, seccomp string, root *workspace.RootImage, argv []string) (isolate.Sandbox, error) {
 	ws, err := r.books.Create(ctx, t, func(j *workspace.Journal) { j.Container = "awf-" + j.Name })
 	if err != nil {
 		return nil, err
 	}
 	runID, name := ws.Journal.RunID, ws.Journal.Name
 	sb := &sandbox{r: r, t: t, runID: runID, name: name, image: image, seccomp: seccomp, ws: ws}
-	if root != nil {
-		if err := sb.mountRoot(ctx, root); err != nil {
-			if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
-				err = errors.Join(err, derr)
-			}
-			return nil, fmt.Errorf("docker: %w", err)
+	if err := sb.build(ctx, root, argv); err != nil {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			err = errors.Join(err, derr)
 		}
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	return sb, nil
+}
+
+// build is prepare's part inside the workspace: the root mount, the /tmp
+// tmpfs (the same for every job: it exists before the container does)
+// and the container.
+func (s *sandbox) build(ctx context.Context, root *workspace.RootImage, argv []string) error {
+	if root != nil {
+		if err := s.mountRoot(ctx, root); err != nil {
+			return err
+		}
+	}
+	tmp, err := s.ws.MountScratch("tmp", s.t.Limits.TmpTmpfsBytes)
+	if err != nil {
+		return err
+	}
+	s.tmp = tmp
+	return s.create(ctx, argv)
 }

@@ -76,7 +76,25 @@ func requireNoLeftovers(t testing.TB, r *Runtime) {
 // with r's state dir.
 func containersOf(t testing.TB, r *Runtime) []string {
 	t.Helper()
-	f, _ := json.Marshal(map[string][]string{"label": {labelState + "=" + r.stateTag}})
+	return containersWith(t, r, nil)
+}
+
+// runningOf lists the ids of the running containers labelled with r's
+// state dir: a prepared sandbox's container exists, stopped, from Prepare.
+func runningOf(t testing.TB, r *Runtime) []string {
+	t.Helper()
+	return containersWith(t, r, []string{"running"})
+}
+
+// containersWith lists the ids of the containers labelled with r's state
+// dir whose status is one of status (nil: any).
+func containersWith(t testing.TB, r *Runtime, status []string) []string {
+	t.Helper()
+	filters := map[string][]string{"label": {labelState + "=" + r.stateTag}}
+	if status != nil {
+		filters["status"] = status
+	}
+	f, _ := json.Marshal(filters)
 	var list []struct {
 		ID string `json:"Id"`
 	}

@@ -133,7 +133,7 @@ func (r *Runtime) trial(ctx context.Context) error {
 		"defaultAction": "SCMP_ACT_ALLOW",
 		"syscalls":      []map[string]any{{"names": []string{"ptrace", "unshare", "setns", "mount"}, "action": "SCMP_ACT_KILL_PROCESS"}},
 	})
-	sb, err := r.prepare(ctx, trial.Template(r.runID, probeWall), image, "seccomp="+string(prof), nil)
+	sb, err := r.prepare(ctx, trial.Template(r.runID, probeWall), image, "seccomp="+string(prof), nil, trial.Job().Argv)
 	if err != nil {
 		return err
 	}

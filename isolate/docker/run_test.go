@@ -46,11 +46,12 @@ var backend = isolatetest.Backend[*Runtime]{
 		{Name: "output is a fifo", Want: isolate.KindOutputInvalid, Weaken: isolate.Weakening{NoSeccomp: true},
 			Script: "import os\nos.mkfifo('/query/out')\n"},
 	},
-	// The running job is the one container of r's state dir.
+	// The busy job is the one running container of r's state dir; the
+	// idle sandbox's was created, stopped, by its Prepare.
 	Crash: func(t testing.TB, r *Runtime) isolatetest.Crash {
 		return isolatetest.Crash{
 			StateDir: r.dir, Wait: time.Minute, SweepTime: time.Minute,
-			Running: func() bool { return len(containersOf(t, r)) == 1 },
+			Running: func() bool { return len(runningOf(t, r)) == 1 },
 			Open: func(h isolate.HostConfig) (isolate.Runtime, error) {
 				h.DockerSocket = testSocket
 				return New(h)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -23,7 +25,10 @@ const (
 	killTimeout = 10 * time.Second
 )
 
-// sandbox is one prepared Docker sandbox.
+// sandbox is one prepared Docker sandbox. Prepare creates its container,
+// stopped, for the argv it expects (isolate.DefaultArgv; Run's job's own,
+// the trial's program), so that a sandbox a pool holds costs its job only
+// the script, the start and the wait.
 type sandbox struct {
 	r       *Runtime
 	t       isolate.Template
@@ -37,10 +42,26 @@ type sandbox struct {
 	// rootDirs its top-level directories bound over the image's.
 	root     string
 	rootDirs []string
+	// tmp is the host tmpfs bound at /tmp, mounted by Prepare.
+	tmp string
 
 	life isolate.SingleUse
-	mu   sync.Mutex
-	id   string // container id once created
+
+	// id, argv, desc and body are the created container (its id, the
+	// command it runs, the description and the create request it was made
+	// from), set by Prepare and, for another argv, by Exec; only Exec
+	// reads them.
+	id   string
+	argv []string
+	desc *specs.Spec
+	body createBody
+
+	mu sync.Mutex
+	// sent says that a create request left for the Engine; unanswered,
+	// that its reply never came, so the Engine may still add the
+	// container after the call gave up (Destroy waits that out). Guarded
+	// by mu: Destroy may run beside Exec.
+	sent, unanswered bool
 }
 
 // containerState is the part of the container inspect reply the backend reads.
@@ -54,22 +75,22 @@ type containerState struct {
 	} `json:"State"`
 }
 
-// Exec creates, starts and waits for the job's container and returns its
-// typed outcome.
+// Exec runs the job in the sandbox's container and returns its typed
+// outcome. The container was created by Prepare for isolate.DefaultArgv
+// (by Run and the trial for their job's argv); a job with another argv
+// replaces it with one created for that argv first, so a container always
+// runs the command it was created with. Then, in either case and in this order, Exec
+// records the invocation, writes and seals the script (the directory the
+// container binds at /awf, so the file is there when the container
+// starts), checks the flags of every bind, starts the container and waits.
 func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	if !s.life.Use() {
 		return isolate.Err(isolate.KindLaunchFailed, "docker: sandbox already used")
 	}
 
 	t0 := time.Now()
-	if err := s.create(ctx, job); err != nil {
+	if err := s.launch(ctx, job); err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "docker: %v", err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	err := s.r.eng.call(cctx, http.MethodPost, "/containers/"+s.id+"/start", nil, nil, nil)
-	cancel()
-	if err != nil {
-		return isolate.Err(isolate.KindLaunchFailed, "docker: start: %v", err)
 	}
 	started := time.Now()
 	if job.OnStart != nil {
@@ -84,36 +105,58 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	return s.ws.Conclude(o, s.t, "docker", "the pids limit")
 }
 
-// create writes the script and creates the labelled container.
-func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
-	invID, err := s.ws.RecordInvocation(job.InvocationID)
-	if err != nil {
+// launch does Exec's steps up to and including the start.
+func (s *sandbox) launch(ctx context.Context, job isolate.Job) error {
+	argv := job.Argv
+	if len(argv) == 0 {
+		argv = isolate.DefaultArgv
+	}
+	if !slices.Equal(argv, s.argv) {
+		if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
+			return err
+		}
+		if err := s.create(ctx, argv); err != nil {
+			return err
+		}
+	}
+	if _, err := s.ws.RecordInvocation(job.InvocationID); err != nil {
 		return err
 	}
 	if err := s.ws.WriteScript(job.Script); err != nil {
 		return err
 	}
-	// The filter is s.seccomp, rendered by Prepare (or the trial's own).
-	desc, err := trial.Describe(s.t, job.Argv, s.r.cpus)
-	if err != nil {
+	// The binds take their flags from their host mounts when the container
+	// starts, so they are checked now, the script directory sealed.
+	if err := checkBindFlags(s.desc, s.body); err != nil {
 		return err
 	}
-	tmp, err := s.ws.MountScratch("tmp", s.t.Limits.TmpTmpfsBytes)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/"+s.id+"/start", nil, nil, nil); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	return nil
+}
+
+// create creates the sandbox's labelled container, stopped, to run argv.
+// The labels are what Sweep reads: the run, the sandbox, the state dir
+// and the backend. The invocation, unknown until Exec, is in the
+// workspace's journal only.
+func (s *sandbox) create(ctx context.Context, argv []string) error {
+	// The filter is s.seccomp, rendered by Prepare (or the trial's own).
+	desc, err := trial.Describe(s.t, argv, s.r.cpus)
 	if err != nil {
 		return err
 	}
 	body, err := buildCreate(containerSpec{
-		desc: desc, image: s.image, seccomp: s.seccomp, ws: s.ws, tmp: tmp, logMax: 2*s.t.Limits.CaptureBytes + 4096,
+		desc: desc, image: s.image, seccomp: s.seccomp, ws: s.ws, tmp: s.tmp, logMax: 2*s.t.Limits.CaptureBytes + 4096,
 		root: s.root, rootDirs: s.rootDirs,
 		labels: map[string]string{
-			labelRun: s.runID, labelInvocation: invID, labelSandbox: s.ws.Journal.SandboxID,
+			labelRun: s.runID, labelSandbox: s.ws.Journal.SandboxID,
 			labelState: s.r.stateTag, labelBackend: Name,
 		},
 	})
 	if err != nil {
-		return err
-	}
-	if err := checkBindFlags(desc, body); err != nil {
 		return err
 	}
 	var reply struct {
@@ -123,16 +166,25 @@ func (s *sandbox) create(ctx context.Context, job isolate.Job) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	q := url.Values{"name": {s.ws.Journal.Container}}
-	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/create", q, body, &reply); err != nil {
+	s.mu.Lock()
+	s.sent, s.unanswered = true, true
+	s.mu.Unlock()
+	err = s.r.eng.call(cctx, http.MethodPost, "/containers/create", q, body, &reply)
+	var ae *apiError
+	if err == nil || errors.As(err, &ae) {
+		// The Engine answered: it made the container or refused it.
+		s.mu.Lock()
+		s.unanswered = false
+		s.mu.Unlock()
+	}
+	if err != nil {
 		if isNotFound(err) {
 			// The image went away: verify or import it again next time.
 			s.r.forgetImage(s.image)
 		}
 		return fmt.Errorf("create: %w", err)
 	}
-	s.mu.Lock()
-	s.id = reply.ID
-	s.mu.Unlock()
+	s.id, s.argv, s.desc, s.body = reply.ID, slices.Clone(argv), desc, body
 	if len(reply.Warnings) > 0 {
 		// A warning means the Engine dropped a setting, such as a limit the
 		// kernel cannot enforce: fail closed.
@@ -275,7 +327,7 @@ func demux(r io.Reader, stdout, stderr io.Writer) {
 func (s *sandbox) Destroy(ctx context.Context) error {
 	return s.life.Destroy(func() error {
 		var errs []error
-		if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
+		if err := s.removeOwn(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		if err := workspace.Remove(ctx, s.ws.Dir); err != nil {
@@ -283,6 +335,36 @@ func (s *sandbox) Destroy(ctx context.Context) error {
 		}
 		return s.r.books.Destroyed(s.name, errors.Join(errs...))
 	})
+}
+
+// removeOwn removes the sandbox's container, by its journalled name. A
+// create whose reply never came (its call gave up: the caller's context
+// ended, as in a pool fill cut short) may still be finished by the
+// Engine, so while the Engine does not know the name, removeOwn looks
+// again for createSettle, as Sweep does for a dead run's journals.
+func (s *sandbox) removeOwn(ctx context.Context) error {
+	s.mu.Lock()
+	sent, unanswered := s.sent, s.unanswered
+	s.mu.Unlock()
+	name := s.ws.Journal.Container
+	if !sent {
+		return nil
+	}
+	if !unanswered {
+		return s.r.removeContainer(ctx, name)
+	}
+	deadline := time.Now().Add(createSettle)
+	for {
+		gone, err := s.r.removeNamed(ctx, name)
+		if err != nil || !gone || !time.Now().Before(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove container %s: a create may still be under way: %w", name, ctx.Err())
+		case <-time.After(createPoll):
+		}
+	}
 }
 
 // removeContainer force-removes a container by name or id; a missing one is
