@@ -16,8 +16,8 @@ import (
 // Moving a task into a cgroup (the write of init's pid to cgroup.procs
 // that every sandbox start makes, on cgroup v1 and v2 alike) takes the
 // kernel's global cgroup_threadgroup_rwsem for writing, and a writer that
-// finds it idle first waits out an RCU grace period: about 10 ms of each
-// cold start on an idle host. A cgroup2 hierarchy mounted with
+// finds it idle first waits out an RCU grace period: up to about 10 ms of
+// a cold start here, less when the host's RCU state lets it pass sooner. A cgroup2 hierarchy mounted with
 // favordynmods keeps that lock in its slow-reader mode, so the attach does
 // not wait, at a small cost to every fork and exit on the host. It is a
 // host setting: awf reports it (verify's host/cgroup) and never changes it.

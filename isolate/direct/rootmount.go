@@ -32,11 +32,10 @@ func (r *Runtime) rootImage(ctx context.Context, rootfs string) (*workspace.Root
 		base := r.runID + "-img"
 		dst := filepath.Join(r.roots, base)
 		e := entry{Kind: entryRoot, Name: "root-" + base, RunID: r.runID, Mount: dst, Created: time.Now().UTC()}
-		if err := writeJournal(r.journal, e); err != nil {
+		if err := r.trackLocked(e); err != nil {
 			r.mu.Unlock()
-			return nil, fmt.Errorf("direct: %w", err)
+			return nil, err
 		}
-		r.active[e.Name] = true
 		r.images = workspace.NewRootImages(dst)
 		r.imgEntry = e.Name
 	}

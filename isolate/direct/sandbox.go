@@ -177,6 +177,11 @@ func checkRepo(repo string) error {
 func (r *Runtime) track(e entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.trackLocked(e)
+}
+
+// trackLocked is track for a caller that holds r.mu.
+func (r *Runtime) trackLocked(e entry) error {
 	if err := writeJournal(r.journal, e); err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}

@@ -107,10 +107,9 @@ func (r *Runtime) trackViews() error {
 		return fmt.Errorf("view store %q cannot hold an overlay layer", dir)
 	}
 	e := entry{Kind: entryView, Name: "view-" + filepath.Base(dir), RunID: r.runID, View: dir, Created: time.Now().UTC()}
-	if err := writeJournal(r.journal, e); err != nil {
+	if err := r.trackLocked(e); err != nil {
 		return err
 	}
-	r.active[e.Name] = true
 	r.viewEntry = e.Name
 	return nil
 }

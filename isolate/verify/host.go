@@ -235,7 +235,7 @@ func (c cgroupFacts) attachCost() string {
 	case c.Cgroup2.FavorDynmods:
 		return fmt.Sprintf("cgroup2 at %s is mounted favordynmods: a sandbox's cgroup attach does not wait for an RCU grace period", c.Cgroup2.Point)
 	}
-	return fmt.Sprintf("each sandbox start waits for an RCU grace period in its cgroup attach (about 10 ms on an idle host): `mount -o remount,favordynmods %s` removes the wait, at a small cost to every fork and exit on the host", c.Cgroup2.Point)
+	return fmt.Sprintf("each sandbox start waits for an RCU grace period in its cgroup attach (up to about 10 ms, depending on the host's RCU state): `mount -o remount,favordynmods %s` removes the wait, at a small cost to every fork and exit on the host", c.Cgroup2.Point)
 }
 
 func (c cgroupFacts) controllers() []string {
