@@ -12,13 +12,22 @@ import (
 // profile is about 20 KiB.
 const maxProfileBytes = 4 << 20
 
-// decodeStrict decodes one JSON document into v, refusing unknown fields,
-// duplicate object keys (encoding/json silently keeps the last one, so a
-// reviewer reading the first would be misled) and trailing data.
+// decodeStrict decodes one seccomp profile document of at most
+// maxProfileBytes into v, as DecodeStrict does.
 func decodeStrict(data []byte, v any) error {
 	if len(data) > maxProfileBytes {
 		return fmt.Errorf("profile is %d bytes; the limit is %d", len(data), maxProfileBytes)
 	}
+	return DecodeStrict(data, v)
+}
+
+// DecodeStrict decodes one JSON document into v, refusing unknown fields,
+// duplicate object keys (encoding/json silently keeps the last one, so a
+// reviewer reading the first would be misled) and trailing data. It is the
+// one strict decoder of the reviewed JSON files awf reads (imported seccomp
+// profiles here, the seed map in staging); it does not bound data, which is
+// each caller's cap.
+func DecodeStrict(data []byte, v any) error {
 	if err := checkDuplicateKeys(data); err != nil {
 		return err
 	}

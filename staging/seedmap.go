@@ -1,13 +1,14 @@
 package staging
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/policy"
 )
 
 // SeedMapName is the seed map's file name in the private root.
@@ -152,70 +153,12 @@ func ParseSeedMap(b []byte) (SeedMap, error) {
 	if len(b) > MaxSeedMapBytes {
 		return SeedMap{}, fmt.Errorf("seed map: larger than %d bytes", MaxSeedMapBytes)
 	}
-	if err := checkNoDuplicateKeys(b); err != nil {
-		return SeedMap{}, fmt.Errorf("seed map: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m SeedMap
-	if err := dec.Decode(&m); err != nil {
+	if err := policy.DecodeStrict(b, &m); err != nil {
 		return SeedMap{}, fmt.Errorf("seed map: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return SeedMap{}, errors.New("seed map: trailing data")
 	}
 	if err := m.Validate(); err != nil {
 		return SeedMap{}, err
 	}
 	return m, nil
-}
-
-// checkNoDuplicateKeys walks a JSON document and fails on an object that
-// repeats a key (encoding/json would silently keep the last one).
-func checkNoDuplicateKeys(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	type frame struct {
-		keys   map[string]bool
-		object bool
-		expect bool // next string token is a key
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.object && top.expect {
-			if key, ok := tok.(string); ok {
-				if top.keys[key] {
-					return fmt.Errorf("duplicate key %q", key)
-				}
-				top.keys[key] = true
-				top.expect = false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{keys: map[string]bool{}, object: true, expect: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value completed: in an object, a key comes next.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].expect = true
-		}
-	}
 }
