@@ -26,10 +26,11 @@ const ErrorLine = `{"status":"error"}`
 
 const okPrefix = `{"status":"ok","result":`
 
-// Limits of the agent CLI, matching the broker's.
+// Limits of the agent CLI: the broker's, so that what the CLI sends the
+// broker would not refuse for its size.
 const (
-	MaxSchemaBytes = 4096
-	MaxBodyBytes   = 65536
+	MaxSchemaBytes = proto.MaxSchemaBytes
+	MaxBodyBytes   = proto.MaxScriptBytes
 	// Deadline bounds one whole exchange: the 540 s timeout cap, the 600 s
 	// final bucket and a margin.
 	Deadline = 660 * time.Second

@@ -11,6 +11,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/broker/client"
+	"github.com/awf-project/awf/broker/client/clienttest"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/tests/fixture"
 )
@@ -39,25 +40,7 @@ func TestCLIRejectsLocally(t *testing.T) {
 	sock, contacted := fixture.RecordingSocket(t)
 	env := []string{proto.QuerySocketEnv + "=" + sock}
 	b := `{"type":"boolean"}`
-	cases := map[string][]string{
-		"no args":          {},
-		"only repo":        {"--repo", "o/r"},
-		"only schema":      {"--schema", b},
-		"repo twice":       {"--repo", "o/r", "--repo", "o/r", "--schema", b},
-		"schema twice":     {"--repo", "o/r", "--schema", b, "--schema", b},
-		"equals form":      {"--repo=o/r", "--schema", b},
-		"double dash":      {"--repo", "o/r", "--schema", b, "--"},
-		"short option":     {"-r", "o/r", "--schema", b},
-		"positional":       {"--repo", "o/r", "--schema", b, "extra"},
-		"unknown flag":     {"--repo", "o/r", "--schema", b, "--verbose"},
-		"missing value":    {"--repo", "o/r", "--schema"},
-		"bad slug":         {"--repo", "https://github.com/o/r", "--schema", b},
-		"traversal":        {"--repo", "o/..", "--schema", b},
-		"multiline slug":   {"--repo", "o/r\nx", "--schema", b},
-		"empty schema":     {"--repo", "o/r", "--schema", ""},
-		"schema too large": {"--repo", "o/r", "--schema", strings.Repeat(" ", 4097)},
-		"help":             {"--help"},
-	}
+	cases := clienttest.RefusedArgs(b)
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, errLine, cli.Run(t, env, strings.NewReader("x"), args...))
