@@ -399,6 +399,20 @@ func testCgroups(t testing.TB) []string {
 	return out
 }
 
+// runTwin runs the probe with actions as the agent user but outside RunAgent
+// and the shim: the weakened twin a test compares the agent's view with.
+func (fx *viewFixture) runTwin(t testing.TB, actions ...string) probeReport {
+	t.Helper()
+	cmd := exec.Command(fx.probe, actions...)
+	cmd.Env = []string{agentViewProbeEnv + "=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var r probeReport
+	require.NoError(t, json.Unmarshal(out, &r))
+	return r
+}
+
 // runProbe runs the probe with actions through RunAgent and the real shim.
 // onReady, if set, is called when the probe prints "ready"; the probe then
 // goes on. It returns the report, or the shim's exit code and stderr.
@@ -920,9 +934,6 @@ func BenchmarkAgentSysinfo(b *testing.B) {
 	}
 }
 
-// TestAgentIPCNamespace: a System V segment the host holds, open to
-// everyone, is out of the agent's reach. The weakened twin runs the same
-// probe as the same user outside RunAgent's IPC namespace, and finds it.
 // TestAgentGetsNoPidfd: since Linux 6.9 a pidfd's inode number counts
 // every task the host creates, so a sandbox's threads would show in it.
 func TestAgentGetsNoPidfd(t *testing.T) {
@@ -936,17 +947,14 @@ func TestAgentGetsNoPidfd(t *testing.T) {
 	assert.Equal(t, unix.ENOPROTOOPT.Error(), r.Connect["SO_PEERPIDFD"])
 
 	// Weakened twin: the same probe outside the shim's filter gets pidfds.
-	cmd := exec.Command(fx.probe, "pidfd")
-	cmd.Env = []string{agentViewProbeEnv + "=1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID, Groups: []uint32{}}}
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	var twin probeReport
-	require.NoError(t, json.Unmarshal(out, &twin))
+	twin := fx.runTwin(t, "pidfd")
 	assert.Empty(t, twin.Connect["pidfd_open"], "weakened twin: without the filter pidfd_open works")
 	assert.Empty(t, twin.Connect["SO_PEERPIDFD"], "weakened twin: without the filter SO_PEERPIDFD works")
 }
 
+// TestAgentIPCNamespace: a System V segment the host holds, open to
+// everyone, is out of the agent's reach. The weakened twin runs the same
+// probe as the same user outside RunAgent's IPC namespace, and finds it.
 func TestAgentIPCNamespace(t *testing.T) {
 	fx := newViewFixture(t)
 	key := 0x41574600 + os.Getpid()%256
@@ -958,12 +966,6 @@ func TestAgentIPCNamespace(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.NotEmpty(t, r.Connect["shm:"+strconv.Itoa(key)], "the agent found the host's segment")
 
-	cmd := exec.Command(fx.probe, act)
-	cmd.Env = []string{agentViewProbeEnv + "=1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID, Groups: []uint32{}}}
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	var twin probeReport
-	require.NoError(t, json.Unmarshal(out, &twin))
+	twin := fx.runTwin(t, act)
 	assert.Empty(t, twin.Connect["shm:"+strconv.Itoa(key)], "weakened twin: outside the namespace the segment is found")
 }
