@@ -519,26 +519,22 @@ func (f *AgentFreezer) controlValue(frozen bool) string {
 	return "THAWED"
 }
 
-// is reports whether the kernel reports the cgroup in the wanted state.
+// is reports whether the kernel reports the cgroup in the wanted state: the
+// value written to ask for it (controlValue), read back from cgroup.events'
+// "frozen" line (v2) or from freezer.state (v1, which says FREEZING until
+// every task has stopped).
 func (f *AgentFreezer) is(frozen bool) (bool, error) {
+	want := f.controlValue(frozen)
 	if f.v2 {
 		b, err := os.ReadFile(filepath.Join(f.dir, "cgroup.events"))
 		if err != nil {
 			return false, err
 		}
-		want := "frozen 0"
-		if frozen {
-			want = "frozen 1"
-		}
-		return slices.Contains(strings.Split(string(b), "\n"), want), nil
+		return slices.Contains(strings.Split(string(b), "\n"), "frozen "+want), nil
 	}
-	b, err := os.ReadFile(filepath.Join(f.dir, "freezer.state"))
+	b, err := os.ReadFile(filepath.Join(f.dir, f.controlFile()))
 	if err != nil {
 		return false, err
-	}
-	want := "THAWED"
-	if frozen {
-		want = "FROZEN"
 	}
 	return strings.TrimSpace(string(b)) == want, nil
 }
