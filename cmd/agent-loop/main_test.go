@@ -27,6 +27,45 @@ func buildStatic(t *testing.T, out string) {
 	require.NoError(t, err, "%s", b)
 }
 
+// staticLoop is this command built as buildStatic builds it.
+func staticLoop(t *testing.T) []byte {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "loop")
+	buildStatic(t, bin)
+	b, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	return b
+}
+
+// enclaveRoot lays out a new directory as the enclave's paths, for the loop
+// to run chrooted into: loop at agentloop.BinaryPath, a seed holding
+// net/retry.go, the task, the schema and c as the loop's config, given a
+// deadline a minute away and the Anthropic API version.
+func enclaveRoot(t *testing.T, loop []byte, c agentloop.Config, task, schema string) string {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.Chmod(root, 0o755))
+	in := func(p string) string { return filepath.Join(root, p) }
+	for _, d := range []string{"enclave/bin", "enclave/out", "enclave/repo/net", "tmp"} {
+		require.NoError(t, os.MkdirAll(in(d), 0o755))
+	}
+	c.MaxOutputBytes = 8192
+	c.DeadlineUnixMilli = time.Now().Add(time.Minute).UnixMilli()
+	c.AnthropicVersion = "2023-06-01"
+	cfg, err := json.Marshal(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(in(agentloop.BinaryPath), loop, 0o755))
+	for p, b := range map[string][]byte{
+		agentloop.RepoDir + "/net/retry.go": []byte("// retry policy\n"),
+		agentloop.ConfigPath:                cfg,
+		agentloop.TaskPath:                  []byte(task),
+		agentloop.SchemaPath:                []byte(schema),
+	} {
+		require.NoError(t, os.WriteFile(in(p), b, 0o644))
+	}
+	return root
+}
+
 // TestStatic: the binary has no interpreter and no dynamic section, so it
 // runs in an enclave that holds nothing but itself.
 func TestStatic(t *testing.T) {
@@ -50,6 +89,7 @@ func TestStatic(t *testing.T) {
 // both profiles: it answers, writes result.json and the transcript, and
 // exits 0. An argument is refused.
 func TestEnclaveLayout(t *testing.T) {
+	loop := staticLoop(t)
 	for _, profile := range []string{agentloop.ProfileOpenAI, agentloop.ProfileAnthropic} {
 		t.Run(profile, func(t *testing.T) {
 			fake := fakeprovider.New(t,
@@ -57,20 +97,10 @@ func TestEnclaveLayout(t *testing.T) {
 				fakeprovider.Turn{Kind: fakeprovider.Finish, Args: map[string]any{"result": map[string]any{"owner": "net", "sure": true}}})
 			endpoint, tok := proxied.Start(t, fake, "m", 1024, 8)
 
-			root := t.TempDir()
+			root := enclaveRoot(t, loop, agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
+				MaxModelRequests: 8, MaxModelTokens: 1024}, "Who owns retries, and are you sure?",
+				`{"type":"object","fields":{"owner":{"type":"enum","values":["net","store"]},"sure":{"type":"boolean"}}}`)
 			in := func(p string) string { return filepath.Join(root, p) }
-			for _, d := range []string{"enclave/bin", "enclave/out", "enclave/repo/net", "tmp"} {
-				require.NoError(t, os.MkdirAll(in(d), 0o755))
-			}
-			buildStatic(t, in(agentloop.BinaryPath))
-			require.NoError(t, os.WriteFile(in(agentloop.RepoDir+"/net/retry.go"), []byte("// retry policy\n"), 0o644))
-			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
-				MaxModelRequests: 8, MaxModelTokens: 1024, MaxOutputBytes: 8192,
-				DeadlineUnixMilli: time.Now().Add(time.Minute).UnixMilli(), AnthropicVersion: "2023-06-01"})
-			require.NoError(t, os.WriteFile(in(agentloop.ConfigPath), cfg, 0o644))
-			require.NoError(t, os.WriteFile(in(agentloop.TaskPath), []byte("Who owns retries, and are you sure?"), 0o644))
-			require.NoError(t, os.WriteFile(in(agentloop.SchemaPath), []byte(
-				`{"type":"object","fields":{"owner":{"type":"enum","values":["net","store"]},"sure":{"type":"boolean"}}}`), 0o644))
 
 			run := func(args ...string) (int, error) {
 				cmd := exec.Command(agentloop.BinaryPath, args...)

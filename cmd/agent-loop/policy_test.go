@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,13 +69,7 @@ func init() {
 // connection, the outputs) is one the policy allows, so it answers and
 // exits 0 instead of dying with SIGSYS.
 func TestAgentLoopRunsUnderPolicy(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "loop")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/awf-project/awf/cmd/agent-loop")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build the loop: %s", out)
-	loop, err := os.ReadFile(bin)
-	require.NoError(t, err)
+	loop := staticLoop(t)
 
 	for _, profile := range []string{agentloop.ProfileOpenAI, agentloop.ProfileAnthropic} {
 		t.Run(profile, func(t *testing.T) {
@@ -87,21 +80,10 @@ func TestAgentLoopRunsUnderPolicy(t *testing.T) {
 				fakeprovider.Turn{Kind: fakeprovider.Finish, Args: map[string]any{"result": map[string]any{"owner": "net"}}})
 			endpoint, tok := proxied.Start(t, fake, "m", 4096, 8)
 
-			root := t.TempDir()
-			require.NoError(t, os.Chmod(root, 0o755))
+			root := enclaveRoot(t, loop, agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
+				MaxModelRequests: 8, MaxModelTokens: 4096}, "Who owns retries?",
+				`{"type":"object","fields":{"owner":{"type":"enum","values":["net","store"]}}}`)
 			in := func(p string) string { return filepath.Join(root, p) }
-			for _, d := range []string{"enclave/bin", "enclave/out", "enclave/repo/net", "tmp"} {
-				require.NoError(t, os.MkdirAll(in(d), 0o755))
-			}
-			require.NoError(t, os.WriteFile(in(agentloop.BinaryPath), loop, 0o755))
-			require.NoError(t, os.WriteFile(in(agentloop.RepoDir+"/net/retry.go"), []byte("// retry policy\n"), 0o644))
-			cfg, _ := json.Marshal(agentloop.Config{Profile: profile, Model: "m", Endpoint: endpoint, Capability: tok,
-				MaxModelRequests: 8, MaxModelTokens: 4096, MaxOutputBytes: 8192,
-				DeadlineUnixMilli: time.Now().Add(time.Minute).UnixMilli(), AnthropicVersion: "2023-06-01"})
-			require.NoError(t, os.WriteFile(in(agentloop.ConfigPath), cfg, 0o644))
-			require.NoError(t, os.WriteFile(in(agentloop.TaskPath), []byte("Who owns retries?"), 0o644))
-			require.NoError(t, os.WriteFile(in(agentloop.SchemaPath), []byte(
-				`{"type":"object","fields":{"owner":{"type":"enum","values":["net","store"]}}}`), 0o644))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -109,7 +91,7 @@ func TestAgentLoopRunsUnderPolicy(t *testing.T) {
 			cmd.Env = []string{loopWrapEnv + "=" + root}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
-			err = cmd.Run()
+			err := cmd.Run()
 			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			tr, _ := os.ReadFile(in(agentloop.TranscriptPath))
 			require.False(t, ws.Signaled() && ws.Signal() == unix.SIGSYS, "the loop was killed by the filter; transcript: %s", tr)
