@@ -110,6 +110,19 @@ def connect(family, addr):
         res["socket"] = oserr(e)
     return res
 
+def open_devnull(cap):
+    """Open /dev/null until it fails or cap descriptors are open, close them all:
+    (errno name of the failure or "ok", how many opened)."""
+    fds, err = [], "ok"
+    try:
+        while len(fds) < cap:
+            fds.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError as e:
+        err = oserr(e)
+    for fd in fds:
+        os.close(fd)
+    return err, len(fds)
+
 def walk_names(top, skip=("/proc", "/sys", "/dev")):
     """Yield every path under top, without following links, skipping pseudo filesystems."""
     stack = [top]
