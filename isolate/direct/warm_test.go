@@ -2,7 +2,6 @@ package direct_test
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,42 +16,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
-// observeScript is embedded, not read from the working directory: the
-// cgroup v2 VM runs this package's compiled test binary from elsewhere.
-//
-//go:embed testdata/observe.py
-var observeScript []byte
-
-// TestPreparedAheadLooksCold runs one observation script (testdata/
-// observe.py: loaded modules, argv, descriptors, environment, cwd,
-// rlimits, credentials, umask, signal dispositions, sys.flags and more) in
+// TestPreparedAheadLooksCold runs isolatetest's observation script
+// (loaded modules, argv, descriptors, environment, cwd, rlimits,
+// credentials, umask, signal dispositions, sys.flags, mounts and more) in
 // a sandbox whose interpreter has waited for it, and in a cold run, and
 // wants the same observations from both.
 func TestPreparedAheadLooksCold(t *testing.T) {
 	e := newEnv(t)
-	script := observeScript
 	tpl := e.template(t, seedRepo(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	sb, err := e.rt.Prepare(ctx, tpl)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
-	// The interpreter has loaded everything and waits; then it waits more.
-	waitBootstrapBlocked(t, e.runID)
-	time.Sleep(time.Second)
-	warm := sb.Exec(ctx, isolate.Job{InvocationID: "warm", Script: script})
-	require.NoError(t, sb.Destroy(ctx))
-	require.Equal(t, isolate.KindOK, warm.Kind, "%s: %s", warm.Detail, warm.Stderr)
-
-	cold := e.run(t, tpl, string(script))
-	require.Equal(t, isolate.KindOK, cold.Kind, "%s: %s", cold.Detail, cold.Stderr)
-
-	assert.Empty(t, warm.Stderr)
-	assert.Empty(t, cold.Stderr)
-	require.JSONEq(t, string(cold.Stdout), string(warm.Stdout))
+	got := isolatetest.PreparedLooksCold(t, e.rt, tpl, func() {
+		// The interpreter has loaded everything and waits; then it waits more.
+		waitBootstrapBlocked(t, e.runID)
+		time.Sleep(time.Second)
+	})
+	e.assertIdle(t)
 
 	// And what both see is a cold interpreter's view of its script.
 	var obs struct {
@@ -64,7 +44,7 @@ func TestPreparedAheadLooksCold(t *testing.T) {
 		FDs      [][]any  `json:"fds"`
 		Globals  []string `json:"globals"`
 	}
-	require.NoError(t, json.Unmarshal(warm.Stdout, &obs))
+	require.NoError(t, json.Unmarshal(got, &obs))
 	assert.Contains(t, obs.Modules, "json", "the bootstrap preloads json")
 	assert.Equal(t, []string{isolate.ScriptPath}, obs.Argv)
 	assert.Equal(t, isolate.DefaultArgv, obs.OrigArgv)

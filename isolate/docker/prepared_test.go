@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -15,14 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/isolatetest"
 	"github.com/awf-project/awf/isolate/workspace"
 )
-
-// observeScript prints what a script can observe of its container
-// (testdata/observe.py).
-//
-//go:embed testdata/observe.py
-var observeScript []byte
 
 // createdContainer is the part of a container's inspect reply these tests
 // read.
@@ -87,31 +81,14 @@ func TestPrepareCreatesTheContainer(t *testing.T) {
 	}
 }
 
-// TestPreparedLooksCold runs one observation script (testdata/observe.py)
-// in a sandbox whose container was created well before its job, and in a
-// cold run, and wants the same observations from both.
+// TestPreparedLooksCold runs isolatetest's observation script in a sandbox
+// whose container was created well before its job, and in a cold run, and
+// wants the same observations from both.
 func TestPreparedLooksCold(t *testing.T) {
 	r := newTestRuntime(t)
 	seed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "a.txt"), []byte("a\n"), 0o444))
-	tpl := template(t, r, seed)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	sb, err := r.Prepare(ctx, tpl)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, sb.Destroy(ctx)) }()
-	time.Sleep(2 * time.Second)
-	warm := sb.Exec(ctx, isolate.Job{InvocationID: "warm", Script: observeScript})
-	require.NoError(t, sb.Destroy(ctx))
-	require.Equal(t, isolate.KindOK, warm.Kind, "%s: %s", warm.Detail, warm.Stderr)
-
-	cold := run(t, r, tpl, string(observeScript))
-	require.Equal(t, isolate.KindOK, cold.Kind, "%s: %s", cold.Detail, cold.Stderr)
-
-	assert.Empty(t, warm.Stderr)
-	assert.Empty(t, cold.Stderr)
-	require.JSONEq(t, string(cold.Stdout), string(warm.Stdout))
+	got := isolatetest.PreparedLooksCold(t, r, template(t, r, seed), func() { time.Sleep(2 * time.Second) })
 
 	// And what both see is the description's container.
 	var obs struct {
@@ -122,7 +99,7 @@ func TestPreparedLooksCold(t *testing.T) {
 		Status   map[string]string          `json:"status"`
 		Etc      map[string]json.RawMessage `json:"etc"`
 	}
-	require.NoError(t, json.Unmarshal(warm.Stdout, &obs))
+	require.NoError(t, json.Unmarshal(got, &obs))
 	assert.Equal(t, isolate.DefaultArgv, obs.OrigArgv)
 	assert.Equal(t, []string{filepath.Base(isolate.ScriptPath)}, keys(obs.Awf))
 	assert.JSONEq(t, `{}`, string(obs.Tmp[1]), "/tmp is empty")
