@@ -2,11 +2,8 @@ package timingcheck
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,8 +11,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
-	"github.com/awf-project/awf/policy"
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 func init() {
@@ -27,24 +23,10 @@ func init() {
 var testRootFS string
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "awf-timing-rootfs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	testRootFS = filepath.Join(dir, "root")
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: testRootFS}); err != nil {
-		fmt.Fprintln(os.Stderr, "build test rootfs:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(isolatetest.WithRootFS("awf-timing-rootfs-", func(r *isolatetest.RootFS) int {
+		testRootFS = r.Dir
+		return m.Run()
+	}))
 }
 
 // TestTimingCheckDirect runs the check through a real broker on the direct
@@ -57,25 +39,16 @@ func TestTimingCheckDirect(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the timing check builds real sandboxes: run as root")
 	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	runID := "t" + hex.EncodeToString(b)
+	runID := isolatetest.RandomID(t)
 	rt, err := direct.New(isolate.HostConfig{RunID: runID, StateDir: t.TempDir()})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, rt.Sweep(ctx))
-		require.NoError(t, rt.Close())
-	})
+	isolatetest.SweepAtCleanup(t, rt, 30*time.Second, func() { require.NoError(t, rt.Close()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, rt.Probe(ctx))
-	pol, err := policy.Default()
-	require.NoError(t, err)
 	rep, err := Run(ctx, Options{
 		Runtime:  rt,
-		Template: isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: pol},
+		Template: isolate.Template{RunID: runID, RootFS: testRootFS, Limits: isolate.DefaultLimits(), Policy: isolatetest.Policy(t)},
 		N:        12,
 		Progress: func(s string) { t.Log(s) },
 	})

@@ -186,12 +186,7 @@ func TestInstancesOfOneRunNameApart(t *testing.T) {
 	e := newEnv(t)
 	other, err := direct.Open(isolate.HostConfig{RunID: e.runID, StateDir: t.TempDir()})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, other.Sweep(ctx))
-		require.NoError(t, other.Close())
-	})
+	isolatetest.SweepAtCleanup(t, other, 30*time.Second, func() { require.NoError(t, other.Close()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tpl := e.template(t, "")

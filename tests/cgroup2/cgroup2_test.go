@@ -8,8 +8,6 @@ package cgroup2_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,8 +23,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
-	"github.com/awf-project/awf/policy"
-	"github.com/awf-project/awf/rootfs"
+	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
 func init() { direct.InitIfRequested() }
@@ -37,24 +34,10 @@ const cgroupRoot = "/sys/fs/cgroup"
 var rootDir string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "awf-cgroup2-rootfs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cgroup2: temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	rootDir = filepath.Join(tmp, "root")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := rootfs.Build(ctx, rootfs.Options{Out: rootDir}); err != nil {
-		fmt.Fprintln(os.Stderr, "cgroup2: rootfs build:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(isolatetest.WithRootFS("awf-cgroup2-rootfs-", func(r *isolatetest.RootFS) int {
+		rootDir = r.Dir
+		return m.Run()
+	}))
 }
 
 // requireV2 fails the test unless /sys/fs/cgroup is a pure cgroup v2 mount.
@@ -64,13 +47,6 @@ func requireV2(t *testing.T) {
 	require.NoError(t, unix.Statfs(cgroupRoot, &st))
 	require.Equal(t, int64(unix.CGROUP2_SUPER_MAGIC), int64(st.Type),
 		"%s is not a cgroup2 mount: run these tests through `make test-cgroup2`", cgroupRoot)
-}
-
-func randID(t *testing.T) string {
-	b := make([]byte, 16)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return hex.EncodeToString(b)
 }
 
 // env is one runtime plus a seed, cleaned up with the test.
@@ -86,21 +62,15 @@ func newEnv(t *testing.T) env {
 	seed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "README"), []byte("seed\n"), 0o444))
 	require.NoError(t, os.Chmod(seed, 0o555))
-	runID := randID(t)
+	runID := isolatetest.RandomID(t)
 	rt, err := direct.New(isolate.HostConfig{RunID: runID, StateDir: state, CgroupParent: "awf"})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, rt.Sweep(ctx))
-		assert.NoError(t, rt.Close())
-		_ = os.Chmod(seed, 0o755)
-	})
+	t.Cleanup(func() { _ = os.Chmod(seed, 0o755) })
+	isolatetest.SweepAtCleanup(t, rt, 30*time.Second, func() { assert.NoError(t, rt.Close()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, rt.Probe(ctx), "the direct runtime must be usable here")
-	pol, err := policy.Default()
-	require.NoError(t, err)
+	pol := isolatetest.Policy(t)
 	lim := isolate.DefaultLimits()
 	lim.Wall = 60 * time.Second // the VM is emulated and slow
 	return env{rt: rt, tmpl: isolate.Template{RunID: runID, RootFS: rootDir, Repo: seed, Limits: lim, Policy: pol}}
@@ -115,7 +85,7 @@ func (e env) run(t *testing.T, script string, lim func(*isolate.Limits), onStart
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	return e.rt.Run(ctx, isolate.Spec{Template: tmpl, Job: isolate.Job{
-		InvocationID: randID(t)[:24], Script: []byte(script), OnStart: onStart,
+		InvocationID: isolatetest.RandomID(t)[:24], Script: []byte(script), OnStart: onStart,
 	}})
 }
 
