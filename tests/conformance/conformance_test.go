@@ -130,6 +130,20 @@ func load(t *testing.T, path string) (header, []vector) {
 
 // checkError asserts err is of the vector's error class and, when given,
 // contains error_contains (a hint for this implementation's messages).
+// succeeded checks err against what v expects: when v expects a failure
+// (its "ok" is false), err must be of v's class (checkError) and the
+// caller stops; otherwise err must be nil and the caller goes on to check
+// the value.
+func succeeded(t *testing.T, v vector, err error) bool {
+	t.Helper()
+	if !v.boolean(t, "ok") {
+		checkError(t, v, err)
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
 func checkError(t *testing.T, v vector, err error) {
 	t.Helper()
 	require.Error(t, err)
@@ -234,21 +248,17 @@ func run(t *testing.T, file string, v vector) {
 
 func runJSON(t *testing.T, v vector) {
 	got, err := proto.CompactJSON(v.bytesField(t, "input"))
-	if !v.boolean(t, "ok") {
-		checkError(t, v, err)
+	if !succeeded(t, v, err) {
 		return
 	}
-	require.NoError(t, err)
 	assert.Equal(t, v.str(t, "compact"), string(got))
 }
 
 func runSchema(t *testing.T, v vector) {
 	s, err := proto.ParseSchema(v.bytesField(t, "schema"))
-	if !v.boolean(t, "ok") {
-		checkError(t, v, err)
+	if !succeeded(t, v, err) {
 		return
 	}
-	require.NoError(t, err)
 	assert.Equal(t, v.int64(t, "charge_bits"), s.ChargeBits())
 	assert.Equal(t, v.str(t, "compact"), string(s.Compact()))
 	if string(v["cardinality"]) == "null" {
@@ -266,11 +276,9 @@ func runResult(t *testing.T, v vector) {
 	s, err := proto.ParseSchema(v.bytesField(t, "schema"))
 	require.NoError(t, err, "the schema of a result vector must be valid")
 	got, err := s.CheckResult(v.bytesField(t, "input"))
-	if !v.boolean(t, "ok") {
-		checkError(t, v, err)
+	if !succeeded(t, v, err) {
 		return
 	}
-	require.NoError(t, err)
 	assert.Equal(t, v.str(t, "canonical"), string(got))
 }
 
