@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -142,6 +143,34 @@ func (a *Audit) Failure(id, reason, detail string) {
 // Lifecycle appends a lifecycle record.
 func (a *Audit) Lifecycle(event, detail string) {
 	a.Write(Record{Kind: "lifecycle", Event: event, Detail: detail})
+}
+
+// maxAuditLine bounds one line ReadAudit reads: a record is a few hundred
+// bytes, its detail capped at maxDetail.
+const maxAuditLine = 1 << 20
+
+// ReadAudit reads back an audit log that Audit wrote: every record, in
+// order. A malformed line is an error naming the file and the line.
+func ReadAudit(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	defer f.Close()
+	var recs []Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxAuditLine)
+	for n := 1; sc.Scan(); n++ {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		recs = append(recs, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", path, err)
+	}
+	return recs, nil
 }
 
 // Close closes the log.

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,4 +77,38 @@ func TestProbeRecordDigestIsCanonical(t *testing.T) {
 	require.NoError(t, err)
 	sum := sha256.Sum256(c)
 	assert.Equal(t, hex.EncodeToString(sum[:]), schema)
+}
+
+// ReadAudit gives back what Write appended, in order, and names the line
+// of a record it cannot decode.
+func TestReadAuditRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenAudit(dir, "audit.jsonl")
+	require.NoError(t, err)
+	a.Failure(IDFraming, ReasonInvalidRequest, "bad header")
+	a.Lifecycle(LifecycleCancelled, "")
+	require.NoError(t, a.Close())
+	path := filepath.Join(dir, "audit.jsonl")
+	recs, err := ReadAudit(path)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	for i := range recs {
+		assert.NotEmpty(t, recs[i].TS)
+		recs[i].TS, recs[i].AWFVersion, recs[i].CIRunID = "", "", ""
+	}
+	assert.Equal(t, []Record{
+		{Kind: "failure", InvocationID: IDFraming, Reason: ReasonInvalidRequest, Detail: "bad header"},
+		{Kind: "lifecycle", Event: LifecycleCancelled},
+	}, recs)
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("not json\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = ReadAudit(path)
+	assert.ErrorContains(t, err, path+":3:")
+
+	_, err = ReadAudit(filepath.Join(dir, "absent.jsonl"))
+	assert.Error(t, err)
 }

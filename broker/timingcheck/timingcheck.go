@@ -14,9 +14,7 @@
 package timingcheck
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -460,24 +458,17 @@ func measureJitter(ctx context.Context) Jitter {
 
 // readAudit returns the invocation and failure records, in order.
 func readAudit(path string) ([]broker.Record, error) {
-	f, err := os.Open(path)
+	recs, err := broker.ReadAudit(path)
 	if err != nil {
-		return nil, fmt.Errorf("timing check: audit: %w", err)
+		return nil, fmt.Errorf("timing check: %w", err)
 	}
-	defer f.Close()
-	var out []broker.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var r broker.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("timing check: audit line: %w", err)
-		}
+	out := recs[:0]
+	for _, r := range recs {
 		if r.Kind == "invocation" || r.Kind == "failure" {
 			out = append(out, r)
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // writeSeed makes a one-file read-only seed the way staging leaves one:

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,7 +71,7 @@ func auditArgs(e env, name, usage string, def func(fs *flag.FlagSet)) (dir strin
 		}
 		dir = d
 	}
-	recs, err := readAudit(filepath.Join(dir, auditLogName))
+	recs, err := broker.ReadAudit(filepath.Join(dir, auditLogName))
 	if err != nil {
 		return fail(err)
 	}
@@ -105,29 +103,6 @@ func newestRun(base string) (string, error) {
 		return "", fmt.Errorf("no run with an audit log under %s", base)
 	}
 	return best, nil
-}
-
-// readAudit reads a JSONL audit log; a malformed line is an error naming it.
-func readAudit(path string) ([]broker.Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	defer f.Close()
-	var recs []broker.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var r broker.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		recs = append(recs, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("audit log %s: %w", path, err)
-	}
-	return recs, nil
 }
 
 // auditSummary is what "awf audit summary" reports (also its JSON form).

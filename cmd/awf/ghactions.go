@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/awf-project/awf/broker"
 )
 
 // githubActions speaks GitHub Actions' workflow commands when awf run runs
@@ -47,7 +49,7 @@ func (g githubActions) appendSummary(auditDir, file string) {
 	if !g.on || g.summary == "" {
 		return
 	}
-	recs, err := readAudit(filepath.Join(auditDir, file))
+	recs, err := broker.ReadAudit(filepath.Join(auditDir, file))
 	if err == nil {
 		var f *os.File
 		if f, err = os.OpenFile(g.summary, os.O_WRONLY|os.O_APPEND, 0); err == nil {
