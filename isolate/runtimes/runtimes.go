@@ -5,6 +5,7 @@ package runtimes
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
@@ -29,6 +30,6 @@ func Open(name string, h isolate.HostConfig) (isolate.Runtime, error) {
 	case "sbx":
 		return sbx.New(h)
 	default:
-		return nil, fmt.Errorf("runtime %q: unknown (want direct, gvisor, docker or sbx)", name)
+		return nil, fmt.Errorf("runtime %q: unknown (want %s)", name, strings.Join(Names(), ", "))
 	}
 }
