@@ -274,12 +274,11 @@ func attachLinkIngress(nsPath string, ifindex int, src netip.Addr, proxy netip.A
 // at nsPath and the program as its one ingress filter, in direct-action
 // mode (its return value is the verdict: TC_ACT_OK or TC_ACT_SHOT).
 func clsactIngress(nsPath string, ifindex int, p *ebpf.Program) error {
-	h, ns, err := handle(nsPath)
+	h, done, err := handle(nsPath)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	defer h.Close()
+	defer done()
 	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
 	if err := h.QdiscAdd(q); err != nil {
 		return fmt.Errorf("clsact qdisc: %w", err)

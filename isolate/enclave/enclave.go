@@ -256,29 +256,43 @@ func (e *Enclave) configure() error {
 	return nil
 }
 
-// handle opens a netlink handle that works in the namespace at path.
-func handle(path string) (*netlink.Handle, netns.NsHandle, error) {
+// handle opens a netlink handle that works in the namespace at path;
+// done closes it and the namespace.
+func handle(path string) (h *netlink.Handle, done func(), err error) {
 	ns, err := netns.GetFromPath(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open netns %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open netns %s: %w", path, err)
 	}
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		ns.Close()
-		return nil, 0, fmt.Errorf("netlink in %s: %w", path, err)
+		return nil, nil, fmt.Errorf("netlink in %s: %w", path, err)
 	}
-	return h, ns, nil
+	return h, func() { h.Close(); ns.Close() }, nil
+}
+
+// linkIn is handle with link name of that namespace.
+func linkIn(path, name string) (*netlink.Handle, netlink.Link, func(), error) {
+	h, done, err := handle(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		done()
+		return nil, nil, nil, fmt.Errorf("link %s in %s: %w", name, path, err)
+	}
+	return h, l, done, nil
 }
 
 // veth creates a veth pair with one end, a, in namespace nsA and the
 // other, b, in nsB.
 func veth(nsA, a, nsB, b string) error {
-	h, ns, err := handle(nsA)
+	h, done, err := handle(nsA)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	defer h.Close()
+	defer done()
 	peer, err := netns.GetFromPath(nsB)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", nsB, err)
@@ -295,22 +309,17 @@ func veth(nsA, a, nsB, b string) error {
 // the link its addresses. IPv6 addresses (Routed only) skip duplicate
 // address detection, so they are usable at once.
 func setAddrs(path, name string, ps []netip.Prefix) error {
-	h, ns, err := handle(path)
+	h, l, done, err := linkIn(path, name)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	defer h.Close()
+	defer done()
 	lo, err := h.LinkByName("lo")
 	if err != nil {
 		return fmt.Errorf("lo in %s: %w", path, err)
 	}
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("lo up in %s: %w", path, err)
-	}
-	l, err := h.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("link %s in %s: %w", name, path, err)
 	}
 	for _, p := range ps {
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
@@ -329,16 +338,11 @@ func setAddrs(path, name string, ps []netip.Prefix) error {
 
 // defaultRoutes adds a default route through each gateway (Routed only).
 func defaultRoutes(path, name string, gws []netip.Addr) error {
-	h, ns, err := handle(path)
+	h, l, done, err := linkIn(path, name)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("link %s in %s: %w", name, path, err)
-	}
+	defer done()
 	for _, gw := range gws {
 		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw.AsSlice()}
 		if gw.Is6() {
@@ -353,16 +357,11 @@ func defaultRoutes(path, name string, gws []netip.Addr) error {
 
 // linkIndex returns the index of link name in the namespace at path.
 func linkIndex(path, name string) (int, error) {
-	h, ns, err := handle(path)
+	_, l, done, err := linkIn(path, name)
 	if err != nil {
 		return 0, err
 	}
-	defer ns.Close()
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	if err != nil {
-		return 0, fmt.Errorf("link %s in %s: %w", name, path, err)
-	}
+	defer done()
 	return l.Attrs().Index, nil
 }
 
@@ -511,12 +510,11 @@ func (e *Enclave) Close() error {
 
 // deleteLinks deletes every veth in the namespace at path.
 func deleteLinks(path string) error {
-	h, ns, err := handle(path)
+	h, done, err := handle(path)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	defer h.Close()
+	defer done()
 	ls, err := h.LinkList()
 	if err != nil {
 		return fmt.Errorf("links in %s: %w", path, err)

@@ -182,10 +182,9 @@ func TestNamespaceShape(t *testing.T) {
 		})
 		require.NoError(t, err, ns)
 	}
-	h, nsh, err := handle(e.NetNS())
+	h, done, err := handle(e.NetNS())
 	require.NoError(t, err)
-	defer nsh.Close()
-	defer h.Close()
+	defer done()
 	links, err := h.LinkList()
 	require.NoError(t, err)
 	var names []string
