@@ -53,24 +53,6 @@ func (r *Runtime) RunEnclave(ctx context.Context, t isolate.Template, l enclave.
 	return out, transcript
 }
 
-// concludeEnclave is Workspace.Conclude for an enclave: the limit
-// relabelling, then the result read from the out tmpfs.
-func (s *sandbox) concludeEnclave(o isolate.Outcome) isolate.Outcome {
-	s.ws.RelabelLimits(&o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
-	if o.Kind != isolate.KindOK {
-		return o
-	}
-	t1 := time.Now()
-	b, kind, err := workspace.ReadFileFrom(s.ws.QueryDir(), filepath.Join(s.enc.Out, s.enc.Result), s.t.Limits.OutputBytes)
-	o.Timings.Read = time.Since(t1)
-	if kind != isolate.KindOK {
-		o.Kind, o.Detail = kind, err.Error()
-		return o
-	}
-	o.Output = b
-	return o
-}
-
 // renderEnclave replaces a query's /query, /query/repo and /awf in the
 // bundle by the enclave's layout: the directory staged in the workspace
 // and bound read-only, each bind read-only (noexec but for the loop), and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,10 +194,12 @@ func (s *sandbox) finish(ctx context.Context, t0 time.Time) isolate.Outcome {
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
 	o.Stdout, o.Stderr = s.stdout.Bytes(), s.stderr.Bytes()
+	// The Sentry enforces the pids limit as RLIMIT_NPROC (bundle.go).
+	out := isolate.OutputPath
 	if s.enc != nil {
-		return s.concludeEnclave(o)
+		out = filepath.Join(s.enc.Out, s.enc.Result)
 	}
-	return s.ws.Conclude(o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC")
+	return s.ws.ConcludeFrom(o, s.t, "gvisor", "the Sentry's RLIMIT_NPROC", out)
 }
 
 // boot starts the sandbox for a default-argv job (isolate.IsDefaultArgv):

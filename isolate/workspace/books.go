@@ -248,22 +248,32 @@ func (b *Books) Warm(ctx context.Context, t isolate.Template) error {
 	return nil
 }
 
-// repoView acquires this runtime's view of seed. The view store is a
-// workspace named after the run, live while the runtime is open, so that
-// Sweep removes only the stores of other runs.
-func (b *Books) repoView(ctx context.Context, seed string) (*RepoView, error) {
+// storeOf returns the store in *slot (guarded by b.mu), opened first, by
+// open, as a workspace named after the run with suffix: a runtime's store
+// is live while the runtime is open, so that Sweep removes only the stores
+// of other runs.
+func storeOf[S comparable](b *Books, slot *S, suffix string, open func(parent string, j Journal) (S, error)) (S, error) {
 	b.mu.Lock()
-	if b.views == nil {
-		name := b.runID + "-views"
-		s, err := NewRepoViews(b.dir, Journal{Backend: b.backend, RunID: b.runID, Name: name, Created: time.Now().UTC()})
+	defer b.mu.Unlock()
+	var none S
+	if *slot == none {
+		name := b.runID + suffix
+		s, err := open(b.dir, Journal{Backend: b.backend, RunID: b.runID, Name: name, Created: time.Now().UTC()})
 		if err != nil {
-			b.mu.Unlock()
-			return nil, fmt.Errorf("%s: %w", b.backend, err)
+			return none, fmt.Errorf("%s: %w", b.backend, err)
 		}
-		b.views, b.live[name] = s, true
+		*slot, b.live[name] = s, true
 	}
-	views := b.views
-	b.mu.Unlock()
+	return *slot, nil
+}
+
+// repoView acquires this runtime's view of seed from its view store
+// (storeOf).
+func (b *Books) repoView(ctx context.Context, seed string) (*RepoView, error) {
+	views, err := storeOf(b, &b.views, "-views", NewRepoViews)
+	if err != nil {
+		return nil, err
+	}
 	v, err := views.Acquire(ctx, seed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.backend, err)
@@ -307,22 +317,13 @@ func (b *Books) CloseViews() error {
 	return nil
 }
 
-// RootImage returns the verified image of rootfs. The image store is a
-// workspace named after the run, live while the runtime is open, so that
-// Sweep removes only the stores of other runs.
+// RootImage returns the verified image of rootfs from the runtime's image
+// store (storeOf).
 func (b *Books) RootImage(ctx context.Context, rootfs string) (*RootImage, error) {
-	b.mu.Lock()
-	if b.images == nil {
-		name := b.runID + "-rootimg"
-		s, err := NewWorkspaceRootImages(b.dir, Journal{Backend: b.backend, RunID: b.runID, Name: name, Created: time.Now().UTC()})
-		if err != nil {
-			b.mu.Unlock()
-			return nil, fmt.Errorf("%s: %w", b.backend, err)
-		}
-		b.images, b.live[name] = s, true
+	images, err := storeOf(b, &b.images, "-rootimg", NewWorkspaceRootImages)
+	if err != nil {
+		return nil, err
 	}
-	images := b.images
-	b.mu.Unlock()
 	im, err := images.Image(ctx, rootfs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.backend, err)

@@ -37,12 +37,18 @@ func (w *Workspace) RelabelLimits(o *isolate.Outcome, t isolate.Template, backen
 // output read from the host side, timed as Timings.Read. Both backends
 // that run in a workspace end a job this one way.
 func (w *Workspace) Conclude(o isolate.Outcome, t isolate.Template, backend, pidsLimit string) isolate.Outcome {
+	return w.ConcludeFrom(o, t, backend, pidsLimit, isolate.OutputPath)
+}
+
+// ConcludeFrom is Conclude with the output read from path, a file of the
+// sandbox's /query tmpfs (ReadFileFrom): an enclave's result.
+func (w *Workspace) ConcludeFrom(o isolate.Outcome, t isolate.Template, backend, pidsLimit, path string) isolate.Outcome {
 	w.RelabelLimits(&o, t, backend, pidsLimit)
 	if o.Kind != isolate.KindOK {
 		return o
 	}
 	t1 := time.Now()
-	out, kind, err := w.ReadOutput(t.Limits.OutputBytes)
+	out, kind, err := ReadFileFrom(w.QueryDir(), path, t.Limits.OutputBytes)
 	o.Timings.Read = time.Since(t1)
 	if kind != isolate.KindOK {
 		o.Kind, o.Detail = kind, err.Error()

@@ -27,6 +27,19 @@ type Journal struct {
 	Created      time.Time `json:"created"`
 }
 
+// createStore creates the directory of a store's workspace (a runtime's
+// image or view store), which an earlier try may have left, and writes its
+// journal before anything is mounted in it, so that a sweep can find it.
+func (w *Workspace) createStore() error {
+	if err := os.MkdirAll(filepath.Dir(w.Dir), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(w.Dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return w.WriteJournal()
+}
+
 // WriteJournal atomically replaces the workspace's journal.
 func (w *Workspace) WriteJournal() error {
 	b, err := json.Marshal(w.Journal)

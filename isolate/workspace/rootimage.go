@@ -158,14 +158,8 @@ func (s *RootImages) mountStoreLocked() error {
 		return nil
 	}
 	if s.ws != nil {
-		if err := os.MkdirAll(filepath.Dir(s.ws.Dir), 0o700); err != nil {
+		if err := s.ws.createStore(); err != nil {
 			return fmt.Errorf("workspace: root images: %w", err)
-		}
-		if err := os.Mkdir(s.ws.Dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("workspace: root images: %w", err)
-		}
-		if err := s.ws.WriteJournal(); err != nil {
-			return err
 		}
 	}
 	if err := os.MkdirAll(s.fsDir, 0o700); err != nil {

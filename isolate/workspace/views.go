@@ -129,14 +129,8 @@ func (s *RepoViews) mountLocked() error {
 	if s.mounted {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(s.ws.Dir), 0o700); err != nil {
+	if err := s.ws.createStore(); err != nil {
 		return fmt.Errorf("workspace: repo views: %w", err)
-	}
-	if err := os.Mkdir(s.ws.Dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("workspace: repo views: %w", err)
-	}
-	if err := s.ws.WriteJournal(); err != nil {
-		return err
 	}
 	fs := s.ws.Path(viewsFS)
 	if err := os.Mkdir(fs, 0o700); err != nil {
