@@ -66,18 +66,28 @@ type BoundedAgents struct {
 	// Runtime is the enclave backend: direct, gvisor, docker or sbx (sbx
 	// is accepted but capability-blocked at preflight).
 	Runtime string
+	// MemoryLimit, CPULimit and TmpfsLimit are the limits as written
+	// ("256m", "0.5"); AgentParams holds them parsed.
+	MemoryLimit string
+	CPULimit    string
+	TmpfsLimit  string
+	AgentParams
+}
+
+// AgentParams are the block's resolved values that a run's bounded-agent
+// broker is given, every one of them (host.AgentSpec embeds this struct):
+// the model and the per-invocation limits, sizes in bytes, CPU in
+// thousandths.
+type AgentParams struct {
 	// Profile is the provider protocol: openai or anthropic.
 	Profile string
 	// Model is the one model every invocation uses; a request can never
 	// choose it. Required when enabled.
 	Model          string
 	TimeoutSeconds int
-	MemoryLimit    string
 	MemoryBytes    int64
-	CPULimit       string
 	CPUMilli       int64
 	PidsLimit      int
-	TmpfsLimit     string
 	TmpfsBytes     int64
 	MaxOutputBytes int
 	MaxTaskBytes   int
@@ -90,30 +100,33 @@ type BoundedAgents struct {
 	// broker keeps prepared per repository, each refilled after an
 	// answer, outside its timing bucket; 0 prepares every enclave inside
 	// its invocation. A backend that cannot prepare enclaves ahead
-	// (gvisor, docker) prepares each inside its invocation.
-	WarmPool int
+	// (gvisor, docker) prepares each inside its invocation. (Omitted from
+	// the run's spec file when 0.)
+	WarmPool int `json:",omitempty"`
 }
 
 // DefaultBoundedAgents returns the block as an absent or empty one reads.
 func DefaultBoundedAgents() BoundedAgents {
 	return BoundedAgents{
-		PrivateRepos:     []Repo{},
-		Runtime:          DefaultAgentRuntime,
-		Profile:          DefaultAgentProfile,
-		TimeoutSeconds:   DefaultAgentTimeout,
-		MemoryLimit:      DefaultAgentMemoryLimit,
-		MemoryBytes:      defaultAgentMemoryBytes,
-		CPULimit:         DefaultAgentCPULimit,
-		CPUMilli:         defaultAgentCPUMilli,
-		PidsLimit:        DefaultAgentPidsLimit,
-		TmpfsLimit:       DefaultAgentTmpfsLimit,
-		TmpfsBytes:       defaultAgentTmpfsBytes,
-		MaxOutputBytes:   DefaultAgentMaxOutputBytes,
-		MaxTaskBytes:     DefaultAgentMaxTaskBytes,
-		MaxInvocations:   DefaultAgentMaxInvocations,
-		MaxModelRequests: DefaultAgentMaxModelRequests,
-		MaxModelTokens:   DefaultAgentMaxModelTokens,
-		WarmPool:         DefaultAgentWarmPool,
+		PrivateRepos: []Repo{},
+		Runtime:      DefaultAgentRuntime,
+		MemoryLimit:  DefaultAgentMemoryLimit,
+		CPULimit:     DefaultAgentCPULimit,
+		TmpfsLimit:   DefaultAgentTmpfsLimit,
+		AgentParams: AgentParams{
+			Profile:          DefaultAgentProfile,
+			TimeoutSeconds:   DefaultAgentTimeout,
+			MemoryBytes:      defaultAgentMemoryBytes,
+			CPUMilli:         defaultAgentCPUMilli,
+			PidsLimit:        DefaultAgentPidsLimit,
+			TmpfsBytes:       defaultAgentTmpfsBytes,
+			MaxOutputBytes:   DefaultAgentMaxOutputBytes,
+			MaxTaskBytes:     DefaultAgentMaxTaskBytes,
+			MaxInvocations:   DefaultAgentMaxInvocations,
+			MaxModelRequests: DefaultAgentMaxModelRequests,
+			MaxModelTokens:   DefaultAgentMaxModelTokens,
+			WarmPool:         DefaultAgentWarmPool,
+		},
 	}
 }
 

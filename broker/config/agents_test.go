@@ -132,10 +132,10 @@ func TestAgentValuesAreRead(t *testing.T) {
 	b := c.BoundedAgents
 	assert.Equal(t, BoundedAgents{
 		Enabled: true, PrivateRepos: []Repo{{Repo: "My-Org/Svc", Sensitivity: "confidential", Source: "/srv/svc"}},
-		Runtime: "gvisor", Profile: "anthropic", Model: "claude-x", TimeoutSeconds: 30,
-		MemoryLimit: "256m", MemoryBytes: 256 << 20, CPULimit: "0.25", CPUMilli: 250, PidsLimit: 64,
-		TmpfsLimit: "32m", TmpfsBytes: 32 << 20, MaxOutputBytes: 100, MaxTaskBytes: 200,
-		MaxInvocations: 3, MaxModelRequests: 4, MaxModelTokens: 500, WarmPool: 0,
+		Runtime: "gvisor", MemoryLimit: "256m", CPULimit: "0.25", TmpfsLimit: "32m",
+		AgentParams: AgentParams{Profile: "anthropic", Model: "claude-x", TimeoutSeconds: 30,
+			MemoryBytes: 256 << 20, CPUMilli: 250, PidsLimit: 64, TmpfsBytes: 32 << 20, MaxOutputBytes: 100, MaxTaskBytes: 200,
+			MaxInvocations: 3, MaxModelRequests: 4, MaxModelTokens: 500, WarmPool: 0},
 	}, b)
 	// The query block keeps its own defaults: the two are independent.
 	assert.Equal(t, DefaultMaxInvocations, c.BoundedQueries.MaxInvocations)

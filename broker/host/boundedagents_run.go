@@ -39,23 +39,10 @@ const (
 // config and the paths, nothing from a request.
 type AgentSpec struct {
 	SideSpec
-	Profile          string
-	Model            string
-	TimeoutSeconds   int
-	MemoryBytes      int64
-	CPUMilli         int64
-	PidsLimit        int
-	TmpfsBytes       int64
-	MaxOutputBytes   int
-	MaxTaskBytes     int
-	MaxInvocations   int
-	MaxModelRequests int
-	MaxModelTokens   int
+	// AgentParams are the boundedAgents block's, whole.
+	config.AgentParams
 	// LoopBinary is the loop, bound read-only into every enclave.
 	LoopBinary string
-	// WarmPool is how many enclaves the broker keeps prepared per seed
-	// (boundedAgents.warmPool); 0 keeps none.
-	WarmPool int `json:",omitempty"`
 }
 
 // agentPaths returns where the bounded-agent broker of the run of l keeps
@@ -69,11 +56,7 @@ func newAgentSpec(c *config.Config, l Layout, binDir, dockerSocket string) Agent
 	ba := c.BoundedAgents
 	a := agentPaths(l, binDir)
 	a.Runtime, a.RunscPath, a.DockerSocket = ba.Runtime, c.BoundedQueries.RunscPath, dockerSocket
-	a.Profile, a.Model, a.TimeoutSeconds = ba.Profile, ba.Model, ba.TimeoutSeconds
-	a.MemoryBytes, a.CPUMilli, a.PidsLimit, a.TmpfsBytes = ba.MemoryBytes, ba.CPUMilli, ba.PidsLimit, ba.TmpfsBytes
-	a.MaxOutputBytes, a.MaxTaskBytes, a.MaxInvocations = ba.MaxOutputBytes, ba.MaxTaskBytes, ba.MaxInvocations
-	a.MaxModelRequests, a.MaxModelTokens = ba.MaxModelRequests, ba.MaxModelTokens
-	a.WarmPool = ba.WarmPool
+	a.AgentParams = ba.AgentParams
 	return a
 }
 

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -70,6 +71,15 @@ func TestAgentSpecFromConfig(t *testing.T) {
 	assert.Nil(t, agentEnv(nil, nil))
 	assert.True(t, dropAgentVar(&a, proto.AgentSocketEnv))
 	assert.False(t, dropAgentVar(nil, proto.AgentSocketEnv))
+
+	// The spec file carries every value, embedded structs and all: a field
+	// name SideSpec and config.AgentParams shared would vanish from JSON.
+	assert.Equal(t, c.BoundedAgents.AgentParams, a.AgentParams)
+	b, err := json.Marshal(a)
+	require.NoError(t, err)
+	var back AgentSpec
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, a, back)
 }
 
 func TestWriteAgentIngress(t *testing.T) {
