@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -214,28 +213,24 @@ func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
 			}
 			refill = append(refill, time.Since(tr))
 		}
-		t1 := time.Now()
-		q := rt.Run(ctx, isolate.Spec{Template: qtpl, Job: isolate.Job{InvocationID: "bench", Script: []byte("open('/query/out', 'w').write('{\"n\": 1}')\n")}})
-		query = append(query, time.Since(t1))
-		if q.Kind != isolate.KindOK {
-			b.Fatalf("query: %s: %s", q.Kind, q.Detail)
-		}
+		_, q := isolatetest.TimedRun(ctx, b, "query", rt, qtpl, isolate.Job{InvocationID: "bench", Script: []byte("open('/query/out', 'w').write('{\"n\": 1}')\n")})
+		query = append(query, q)
 	}
 	if prepared {
 		if st := wp.Stats(); st.Cold != 0 || st.Warm != len(agent) {
 			b.Fatalf("the pool served %d of %d invocations (cold %d)", st.Warm, len(agent), st.Cold)
 		}
 	}
-	reportMedian(b, "agent-ms", agent)
-	reportMedian(b, "overhead-ms", overhead)
-	reportMedian(b, "model-ms", model)
-	reportMedian(b, "start-ms", start)
-	reportMedian(b, "loop-run-ms", run)
-	reportMedian(b, "teardown-ms", rest)
+	isolatetest.ReportMedian(b, "agent-ms", agent)
+	isolatetest.ReportMedian(b, "overhead-ms", overhead)
+	isolatetest.ReportMedian(b, "model-ms", model)
+	isolatetest.ReportMedian(b, "start-ms", start)
+	isolatetest.ReportMedian(b, "loop-run-ms", run)
+	isolatetest.ReportMedian(b, "teardown-ms", rest)
 	if prepared {
-		reportMedian(b, "refill-ms", refill)
+		isolatetest.ReportMedian(b, "refill-ms", refill)
 	}
-	reportMedian(b, "query-ms", query)
+	isolatetest.ReportMedian(b, "query-ms", query)
 	// The host's load as the run ends (1-minute average): the medians
 	// grow with it (docs/PERFORMANCE.md).
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -244,18 +239,4 @@ func benchBrokerEnclave(b *testing.B, loop, qroot string, prepared bool) {
 			b.ReportMetric(load1, "load1")
 		}
 	}
-}
-
-// reportMedian reports the median of ds in milliseconds as unit.
-func reportMedian(b *testing.B, unit string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	b.ReportMetric(float64(med)/float64(time.Millisecond), unit)
 }

@@ -27,12 +27,8 @@ func BenchmarkTrivialScript(b *testing.B) {
 
 	var direct, bareT, bwrapT, prep, start, run, read, destroy []time.Duration
 	for b.Loop() {
-		t0 := time.Now()
-		o := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
-		direct = append(direct, time.Since(t0))
-		if o.Kind != isolate.KindOK {
-			b.Fatalf("direct: outcome %s: %s", o.Kind, o.Detail)
-		}
+		o, d := isolatetest.TimedRun(ctx, b, "direct", e.rt, tpl, isolate.Job{InvocationID: "bench", Script: []byte(benchScript)})
+		direct = append(direct, d)
 		prep = append(prep, o.Timings.Prepare)
 		start = append(start, o.Timings.Start)
 		run = append(run, o.Timings.Run)

@@ -109,12 +109,8 @@ func benchEnclave(b *testing.B, prepared bool) {
 		start = append(start, o.Timings.Start)
 		teardown = append(teardown, call-o.Timings.Start-o.Timings.Run)
 		ahead = append(ahead, before)
-		t1 := time.Now()
-		q := e.rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "bench", Script: []byte(benchScript)}})
-		query = append(query, time.Since(t1))
-		if q.Kind != isolate.KindOK {
-			b.Fatalf("query: %s: %s", q.Kind, q.Detail)
-		}
+		_, q := isolatetest.TimedRun(ctx, b, "query", e.rt, tpl, isolate.Job{InvocationID: "bench", Script: []byte(benchScript)})
+		query = append(query, q)
 	}
 	report(b, "agent-ms", agent)
 	report(b, "overhead-ms", overhead)

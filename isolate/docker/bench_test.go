@@ -70,12 +70,8 @@ func BenchmarkRuntimes(b *testing.B) {
 	total := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, name := range names {
-			t0 := time.Now()
-			o := rts[name].Run(ctx, isolate.Spec{Template: tpls[name], Job: isolate.Job{InvocationID: "bench", Script: []byte(isolatetest.BenchScript)}})
-			total[name] = append(total[name], time.Since(t0))
-			if o.Kind != isolate.KindOK {
-				b.Fatalf("%s: outcome %s: %s %s", name, o.Kind, o.Detail, o.Stderr)
-			}
+			_, d := isolatetest.TimedRun(ctx, b, name, rts[name], tpls[name], isolate.Job{InvocationID: "bench", Script: []byte(isolatetest.BenchScript)})
+			total[name] = append(total[name], d)
 		}
 	}
 	for _, name := range names {

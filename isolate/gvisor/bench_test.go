@@ -32,12 +32,8 @@ func BenchmarkRunTrivial(b *testing.B) {
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		o := r.Run(ctx, isolate.Spec{Template: tpl, Job: job})
-		durs = append(durs, time.Since(t0))
-		if o.Kind != isolate.KindOK {
-			b.Fatalf("run %d: %s: %s %s", i, o.Kind, o.Detail, o.Stderr)
-		}
+		_, d := isolatetest.TimedRun(ctx, b, fmt.Sprintf("run %d", i), r, tpl, job)
+		durs = append(durs, d)
 	}
 	b.StopTimer()
 	isolatetest.ReportMedian(b, "median-ms", durs)
@@ -86,12 +82,8 @@ func benchPrepared(b *testing.B, repo string) {
 			b.Fatalf("prepared %d: %s: %s %s", i, o.Kind, o.Detail, o.Stderr)
 		}
 		b.StopTimer()
-		t0 = time.Now()
-		o = r.Run(ctx, isolate.Spec{Template: tpl, Job: job})
-		cold = append(cold, time.Since(t0))
-		if o.Kind != isolate.KindOK {
-			b.Fatalf("cold %d: %s: %s %s", i, o.Kind, o.Detail, o.Stderr)
-		}
+		_, d := isolatetest.TimedRun(ctx, b, fmt.Sprintf("cold %d", i), r, tpl, job)
+		cold = append(cold, d)
 		b.StartTimer()
 	}
 	b.StopTimer()

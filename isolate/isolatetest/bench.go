@@ -1,6 +1,7 @@
 package isolatetest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate"
 )
 
 // BenchScript lists the repository and writes a JSON answer, relative to
@@ -33,6 +36,20 @@ for root, dirs, files in os.walk("repo"):
         n += 1
 open("out", "w").write("true" if n > 0 and h.digest() else "false")
 `
+
+// TimedRun runs job on rt as one cold job (Run: prepare, exec, destroy)
+// and returns its outcome and how long Run took. An outcome other than ok
+// fails b, its message led by what.
+func TimedRun(ctx context.Context, b testing.TB, what string, rt isolate.Runtime, tpl isolate.Template, job isolate.Job) (isolate.Outcome, time.Duration) {
+	b.Helper()
+	t0 := time.Now()
+	o := rt.Run(ctx, isolate.Spec{Template: tpl, Job: job})
+	d := time.Since(t0)
+	if o.Kind != isolate.KindOK {
+		b.Fatalf("%s: outcome %s: %s %s", what, o.Kind, o.Detail, o.Stderr)
+	}
+	return o, d
+}
 
 // Median returns the median of ds, or 0 for none. The benchmarks report
 // medians, not means: one slow run on a loaded host moves a mean a long
