@@ -5,7 +5,10 @@
 # with a private data root and exec root. It touches no host networking: no
 # bridge, no iptables rules, no masquerading, no IPv6, no userland proxy, and it
 # listens on no TCP port. start is idempotent and waits until the Engine answers;
-# stop kills the daemon (and the containerd it started) and removes its state.
+# stop kills the daemon, the containerd it started, the shims that containerd
+# started and every process of the Engine's containers, and removes its mounts,
+# its state and its cgroups in every hierarchy; it fails, naming them, if any of
+# them is left.
 # AWF_DOCKERD_RUN_DIR, AWF_DOCKERD_DATA_ROOT and AWF_DOCKERD_CGROUP_PARENT give
 # a second, independent Engine (the fault tests kill theirs).
 set -euo pipefail
@@ -95,6 +98,43 @@ start() {
   exit 1
 }
 
+# engine_procs prints the pid and command line of every process of this Engine
+# that outlives its daemons: each containerd shim its containerd started (its
+# -address lies below the exec root) and each process in a cgroup below the
+# cgroup parent (a container's, a "runc init" of one created, never started).
+# Nothing of another Engine matches: both names are this Engine's own.
+engine_procs() {
+  local d p cl cg st args
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+    mapfile -d '' -t args 2>/dev/null <"$d/cmdline" || continue
+    cl="${args[*]}"
+    cg= st=
+    read -r -d '' cg 2>/dev/null <"$d/cgroup" || true
+    if [[ $cl == *containerd-shim*" -address $EXEC_ROOT/"* || $'\n'$cg == *"/$CGROUP_PARENT/"* || $'\n'$cg$'\n' == *"/$CGROUP_PARENT"$'\n'* ]]; then
+      # A zombie holds nothing but its pid; its reaper (init) collects it.
+      read -r st 2>/dev/null <"$d/stat" || true
+      st=${st##*) }
+      [[ ${st%% *} == Z ]] && continue
+      echo "$p ${cl:0:160}"
+    fi
+  done
+}
+
+# engine_cgroups prints every cgroup directory named after the cgroup parent,
+# in every mounted hierarchy (v1 controllers, the v2 tree, at any depth: on a
+# nested host a controller's parent sits below this process's own cgroup), and
+# every directory below one, deepest first: the order rmdir needs.
+engine_cgroups() {
+  local m d
+  while read -r m; do
+    while read -r d; do
+      find "$d" -depth -type d 2>/dev/null
+    done < <(find "$m" -maxdepth 6 -type d -name "$CGROUP_PARENT" -prune 2>/dev/null)
+  done < <(awk '{for (i = 7; i < NF; i++) if ($i == "-") break; t = $(i + 1)} t == "cgroup" || t == "cgroup2" {print $5}' /proc/self/mountinfo)
+}
+
 stop() {
   local pid i
   if pid=$(daemon_pid); then
@@ -116,15 +156,49 @@ stop() {
       kill -KILL "$cpid" 2>/dev/null || true
     fi
   done
+  # What outlives the daemons: shims (they detach from containerd by design,
+  # and one whose containerd was killed waits for it forever) and container
+  # processes. Thaw a frozen container first: a frozen task's SIGKILL stays
+  # pending until it is thawed.
+  local d
+  while read -r d; do
+    if [[ -f $d/freezer.state ]]; then echo THAWED 2>/dev/null >"$d/freezer.state" || true; fi
+    if [[ -f $d/cgroup.freeze ]]; then echo 0 2>/dev/null >"$d/cgroup.freeze" || true; fi
+  done < <(engine_cgroups)
+  local left
+  for ((i = 0; i < 50; i++)); do
+    left=$(engine_procs)
+    [[ -n $left ]] || break
+    if ((i == 0)); then
+      echo "dockerd.sh: killing what outlived the Engine:" >&2
+      sed 's/^/  /' <<<"$left" >&2
+    fi
+    kill -KILL $(cut -d' ' -f1 <<<"$left") 2>/dev/null || true
+    sleep 0.1
+  done
+  [[ -z $left ]] || { echo "dockerd.sh: still alive after SIGKILL:" >&2; sed 's/^/  /' <<<"$left" >&2; }
   # Unmount anything the daemon left below its roots, deepest first.
   local m
   while read -r m; do
     umount -l "$m" 2>/dev/null || true
-  done < <(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" '$5 ~ "^"a || $5 ~ "^"b {print $5}' /proc/self/mountinfo | sort -r)
+  done < <(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" 'index($5 "/", a "/") == 1 || index($5 "/", b "/") == 1 {print $5}' /proc/self/mountinfo | sort -r)
   rm -rf "$RUN_DIR" "$DATA_ROOT"
-  # The daemon's parent cgroup (--cgroup-parent), once empty.
-  rmdir /sys/fs/cgroup/*/"$CGROUP_PARENT" /sys/fs/cgroup/"$CGROUP_PARENT" 2>/dev/null || true
+  # The cgroup parent and the containers' cgroups below it, deepest first,
+  # in every hierarchy; a cgroup a dying process still holds is busy for a
+  # moment.
+  local cgs
+  for ((i = 0; i < 50; i++)); do
+    cgs=$(engine_cgroups)
+    [[ -n $cgs ]] || break
+    while read -r d; do
+      rmdir "$d" 2>/dev/null || true
+    done <<<"$cgs"
+    [[ -n $(engine_cgroups) ]] || { cgs=; break; }
+    sleep 0.1
+  done
+  [[ -z $cgs ]] || { echo "dockerd.sh: cgroups not removed:" >&2; sed 's/^/  /' <<<"$cgs" >&2; }
   echo "dockerd.sh: stopped"
+  [[ -z $left && -z $cgs ]]
 }
 
 status() {
