@@ -155,26 +155,9 @@ func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 			limit = 25 * time.Minute
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	agent := filepath.Join(filepath.Dir(plan), "agent.py")
-	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/usr/bin/python3", agent, plan)
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + binDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	fixture.KillGroupOnCancel(cmd)
-	require.NoError(t, cmd.Start())
+	env := []string{"PATH=" + binDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	var reps []report
-	var other []string
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	runUnderAwf(t, limit, "/", env, cfg, filepath.Join(filepath.Dir(plan), "agent.py"), plan, true, func(line string, stdin io.Writer) bool {
 		switch {
 		case line == evictMarker:
 			if err := evict(); err != nil {
@@ -185,18 +168,57 @@ func runAgent(t *testing.T, cfg, plan string, evict func() error) []report {
 			var r report
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				t.Errorf("agent report %q: %v", line, err)
-				continue
+				return true
 			}
 			reps = append(reps, r)
 		default:
-			other = append(other, line)
+			return false
+		}
+		return true
+	})
+	return reps
+}
+
+// runUnderAwf runs `awf run --config cfg -- python3 agent plan` in dir
+// with env, within limit, and hands each line the agent prints to line,
+// with the agent's stdin when withStdin (else nil, and the agent's stdin
+// is /dev/null). line returns false for a line that is none of its: those
+// are shown if the run fails. The run must succeed; its archive is
+// removed, and awf's stderr returned.
+func runUnderAwf(t *testing.T, limit time.Duration, dir string, env []string, cfg, agent, plan string, withStdin bool, line func(line string, stdin io.Writer) bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/usr/bin/python3", agent, plan)
+	cmd.Dir = dir
+	cmd.Env = env
+	var stdin io.WriteCloser
+	if withStdin {
+		var err error
+		stdin, err = cmd.StdinPipe()
+		require.NoError(t, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	fixture.KillGroupOnCancel(cmd)
+	require.NoError(t, cmd.Start())
+	var other []string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if !line(sc.Text(), stdin) {
+			other = append(other, sc.Text())
 		}
 	}
-	_ = stdin.Close()
+	if stdin != nil {
+		_ = stdin.Close()
+	}
 	err = cmd.Wait()
 	fixture.RemoveArchive(t, stderr.String())
 	require.NoError(t, err, "awf run: %s\nagent output: %s", stderr.String(), strings.Join(other, "\n"))
-	return reps
+	return stderr.String()
 }
 
 // evictFile drops every page of path from the host page cache, as memory

@@ -1,10 +1,9 @@
 package channels
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,38 +326,19 @@ func sortedKeys(m map[string][2]any) []string {
 // plan` with env, in dir, and returns the agent's report and awf's stderr.
 func runTimestampAgent(t *testing.T, dir, cfg, plan string, env []string) (timestampReport, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, awfBin, "run", "--config", cfg, "--", "/usr/bin/python3",
-		filepath.Join(dir, "timestamps_agent.py"), plan)
-	cmd.Dir = dir
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	fixture.KillGroupOnCancel(cmd)
-	require.NoError(t, cmd.Start())
 	var rep *timestampReport
-	var other []string
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "{") && rep == nil {
-			var r timestampReport
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				t.Errorf("agent report: %v", err)
-				continue
-			}
-			rep = &r
-			continue
+	stderr := runUnderAwf(t, 8*time.Minute, dir, env, cfg, filepath.Join(dir, "timestamps_agent.py"), plan, false, func(line string, _ io.Writer) bool {
+		if !strings.HasPrefix(line, "{") || rep != nil {
+			return false
 		}
-		other = append(other, line)
-	}
-	err = cmd.Wait()
-	fixture.RemoveArchive(t, stderr.String())
-	require.NoError(t, err, "awf run: %s\nagent output: %s", stderr.String(), strings.Join(other, "\n"))
-	require.NotNil(t, rep, "the agent printed no report; stderr: %s", stderr.String())
-	return *rep, stderr.String()
+		var r timestampReport
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Errorf("agent report: %v", err)
+			return true
+		}
+		rep = &r
+		return true
+	})
+	require.NotNil(t, rep, "the agent printed no report; stderr: %s", stderr)
+	return *rep, stderr
 }
