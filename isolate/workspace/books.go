@@ -298,21 +298,31 @@ func (b *Books) releaseView(v *RepoView) {
 // destroyed first: a view still in use keeps the store, journalled, for a
 // later Sweep.
 func (b *Books) CloseViews() error {
+	return closeStore(b, &b.views, (*RepoViews).Close)
+}
+
+// closeStore takes the store out of *slot (guarded by b.mu) and closes it
+// within 30 s; a store whose close removed it is no longer live.
+func closeStore[S interface {
+	comparable
+	Dir() string
+}](b *Books, slot *S, closeIt func(S, context.Context) (removed bool, err error)) error {
 	b.mu.Lock()
-	views := b.views
-	b.views = nil
+	s := *slot
+	var none S
+	*slot = none
 	b.mu.Unlock()
-	if views == nil {
+	if s == none {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	removed, err := views.Close(ctx)
+	removed, err := closeIt(s, ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.backend, err)
 	}
 	if removed {
-		b.SetLive(filepath.Base(views.Dir()), false)
+		b.SetLive(filepath.Base(s.Dir()), false)
 	}
 	return nil
 }
@@ -334,18 +344,5 @@ func (b *Books) RootImage(ctx context.Context, rootfs string) (*RootImage, error
 // CloseImages removes the rootfs image store. Sandboxes must be destroyed
 // first.
 func (b *Books) CloseImages() error {
-	b.mu.Lock()
-	images := b.images
-	b.images = nil
-	b.mu.Unlock()
-	if images == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := images.Close(ctx); err != nil {
-		return fmt.Errorf("%s: %w", b.backend, err)
-	}
-	b.SetLive(filepath.Base(images.Dir()), false)
-	return nil
+	return closeStore(b, &b.images, func(s *RootImages, ctx context.Context) (bool, error) { return true, s.Close(ctx) })
 }
