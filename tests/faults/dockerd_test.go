@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,25 +19,66 @@ import (
 )
 
 // engine is a private Docker Engine of this test alone (tests/setup/
-// dockerd.sh with its own run directory, data root and cgroup parent), so
-// that killing it touches no other test's Engine.
+// dockerd.sh with its own run directory, data root and cgroup parent, all
+// named by its tag), so that killing it touches no other test's Engine.
 type engine struct {
 	vars           []string // the dockerd.sh variables naming this Engine
 	env            []string // BaseEnv and vars
 	sock, run, tag string
 }
 
+// engineSeq numbers the Engines of this test process: each gets names of
+// its own, so that what one case leaves is never taken for another's.
+var engineSeq atomic.Int32
+
+// enginePrefix begins the tag of every Engine of this test process.
+func enginePrefix() string { return fmt.Sprintf("awf-faults-docker-%d-", os.Getpid()) }
+
+// newEngine makes a private Engine (not started) whose stop, at the end of
+// t, reaps everything of it: its daemons, the shims its containerd started
+// (they detach from it by design and outlive it), its containers'
+// processes, mounts and cgroups, and its directories. It fails t, naming
+// them, if dockerd.sh stop left any of them.
 func newEngine(t *testing.T) *engine {
 	t.Helper()
 	if _, err := exec.LookPath("dockerd"); err != nil {
 		t.Skip("BLOCKED: dockerd is not installed on this host; the dockerd kill cases cannot run")
 	}
-	tag := fmt.Sprintf("awf-faults-docker-%d", os.Getpid())
+	tag := fmt.Sprintf("%s%d", enginePrefix(), engineSeq.Add(1))
 	e := &engine{run: "/run/" + tag, tag: tag}
 	e.sock = filepath.Join(e.run, "docker.sock")
 	e.vars = []string{"AWF_DOCKERD_RUN_DIR=" + e.run, "AWF_DOCKERD_DATA_ROOT=/var/lib/" + tag, "AWF_DOCKERD_CGROUP_PARENT=" + tag}
 	e.env = append(fixture.BaseEnv(), e.vars...)
-	t.Cleanup(func() { e.script(t, "stop") })
+	// before: what bears the tag before the Engine exists (nothing, as
+	// the tag is new); never touched.
+	before := hostSet(taggedLeft(name{s: tag}))
+	t.Cleanup(func() {
+		var procs []hostThing
+		for _, x := range taggedLeft(name{s: tag}) {
+			if x.kind == "process" && !before[x.String()] {
+				procs = append(procs, x)
+			}
+		}
+		// Logged: a shim or container process here that the Engine no
+		// longer lists is what a killed Engine leaves, and stop reaps.
+		t.Logf("the Engine's processes before its stop (%d):\n  %s", len(procs), joinThings(procs))
+		cmd := exec.Command("../setup/dockerd.sh", "stop")
+		cmd.Env = e.env
+		out, err := cmd.CombinedOutput()
+		t.Logf("dockerd.sh stop (%v): %s", err, strings.TrimSpace(string(out)))
+		var left []hostThing
+		for _, x := range taggedLeft(name{s: tag}) {
+			if !before[x.String()] {
+				left = append(left, x)
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("dockerd.sh stop left %d things of Engine %s (reaped now):\n  %s", len(left), tag, joinThings(left))
+			for _, err := range reap(left) {
+				t.Errorf("reap: %v", err)
+			}
+		}
+	})
 	return e
 }
 

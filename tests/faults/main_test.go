@@ -7,7 +7,6 @@
 package faults
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -26,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -78,7 +78,16 @@ func setup(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "faults: repo:", err)
 		return 1
 	}
-	return m.Run()
+	// Anything bearing the package's names before it runs (a pid reused
+	// from an earlier session's) is not the package's: never judged or
+	// touched.
+	before := hostSet(packageLeft())
+	sharedUp := pingEngine(os.Getenv("AWF_TEST_DOCKER_SOCKET"))
+	code := m.Run()
+	if !checkPackageLeft(before, sharedUp) && code == 0 {
+		code = 1
+	}
+	return code
 }
 
 // writeConfig writes an awf config for runtime rt (killConfig without a
@@ -172,6 +181,7 @@ func (r *run) runID(t *testing.T) string {
 			if i := strings.Index(cl, "run --watchdog "); i >= 0 && ppid(p) == r.cmd.Process.Pid {
 				f := strings.Fields(cl[i:])
 				id = f[len(f)-1]
+				noteRun(id)
 				return true
 			}
 		}
@@ -207,6 +217,7 @@ func (r *run) runIDAfter(t *testing.T) string {
 	t.Helper()
 	m := regexp.MustCompile(`audit log kept in ` + auditArchive + `/([0-9a-f]{32})`).FindStringSubmatch(r.stderr.String())
 	require.NotNil(t, m, "no audit archive line:\n%s", r.stderr.String())
+	noteRun(m[1])
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(auditArchive, m[1])) })
 	return m[1]
 }
@@ -400,20 +411,8 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 			out = append(out, "mount "+f[4])
 		}
 	}
-	for _, m := range cgroupMounts() {
-		_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if strings.Count(strings.TrimPrefix(p, m), "/") > 5 {
-				return filepath.SkipDir
-			}
-			if strings.Contains(d.Name(), runID) {
-				out = append(out, "cgroup "+p)
-				return filepath.SkipDir
-			}
-			return nil
-		})
+	for _, d := range host.RunCgroups(runID) {
+		out = append(out, "cgroup "+d)
 	}
 	un, _ := os.ReadFile("/proc/net/unix")
 	for _, l := range strings.Split(string(un), "\n") {
@@ -427,24 +426,6 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 		}
 	}
 	return out, zombies
-}
-
-func cgroupMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if ok && len(pf) > 4 && len(qf) > 0 && (qf[0] == "cgroup" || qf[0] == "cgroup2") {
-			out = append(out, pf[4])
-		}
-	}
-	return out
 }
 
 // assertNothingLeft fails unless nothing of the run is left within

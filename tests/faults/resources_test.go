@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -81,25 +82,54 @@ func allRuntimes(t *testing.T) []string {
 	return append(rts, "docker")
 }
 
+// engineClient talks to the Engine at sock.
+func engineClient(sock string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+}
+
+// pingEngine reports whether the Engine at sock answers.
+func pingEngine(sock string) bool {
+	resp, err := engineClient(sock).Get("http://docker/_ping")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// engineContainer is a container as the Engine lists it.
+type engineContainer struct {
+	ID     string            `json:"Id"`
+	Names  []string          `json:"Names"`
+	State  string            `json:"State"`
+	Labels map[string]string `json:"Labels"`
+}
+
+// labelledContainers lists the containers of the Engine at sock that
+// carry label (key or key=value), running or not.
+func labelledContainers(sock, label string) ([]engineContainer, error) {
+	f := url.QueryEscape(`{"label":["` + label + `"]}`)
+	resp, err := engineClient(sock).Get("http://docker/containers/json?all=1&filters=" + f)
+	if err != nil {
+		return nil, fmt.Errorf("the Engine at %s: %w", sock, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the Engine at %s: list containers: %s", sock, resp.Status)
+	}
+	var list []engineContainer
+	return list, json.NewDecoder(resp.Body).Decode(&list)
+}
+
 // containers lists the containers of the Engine at sock that carry run
 // runID's label, running or not.
 func containers(t *testing.T, sock, runID string) []string {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
-	f := url.QueryEscape(`{"label":["awf.run=` + runID + `"]}`)
-	resp, err := c.Get("http://docker/containers/json?all=1&filters=" + f)
-	require.NoError(t, err, "the Engine at %s", sock)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var list []struct {
-		ID    string   `json:"Id"`
-		Names []string `json:"Names"`
-		State string   `json:"State"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	list, err := labelledContainers(sock, "awf.run="+runID)
+	require.NoError(t, err)
 	var out []string
 	for _, x := range list {
 		out = append(out, fmt.Sprintf("container %.12s %v %s", x.ID, x.Names, x.State))
@@ -239,17 +269,9 @@ func measure(t *testing.T, awfPid int, runID string) holdings {
 			h.detail = append(h.detail, "mount "+strings.Fields(l)[4])
 		}
 	}
-	for _, m := range cgroupMounts() {
-		_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if strings.Contains(d.Name(), runID) {
-				h.cgroups++
-				h.detail = append(h.detail, "cgroup "+p)
-			}
-			return nil
-		})
+	for _, d := range host.RunCgroups(runID) {
+		h.cgroups++
+		h.detail = append(h.detail, "cgroup "+d)
 	}
 	root := privateDir(awfPid, runID)
 	sandboxes := map[string]bool{}
@@ -306,29 +328,37 @@ func forceReclaim(t *testing.T, id *string) {
 			return
 		}
 		t.Logf("force-reclaiming run %s after a failure", *id)
-		mi, _ := os.ReadFile("/proc/self/mountinfo")
-		var mounts []string
-		for _, l := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], *id) {
-				mounts = append(mounts, f[4])
-			}
-		}
-		for i := len(mounts) - 1; i >= 0; i-- {
-			_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-		}
-		for _, m := range cgroupMounts() {
-			_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() && strings.Contains(d.Name(), *id) {
-					_ = os.Remove(p)
-					return filepath.SkipDir
-				}
-				return nil
-			})
-		}
-		_ = exec.Command("chmod", "-R", "u+w", filepath.Join(privateBase, *id)).Run()
-		_ = os.RemoveAll(filepath.Join(privateBase, *id))
-		_ = os.RemoveAll(filepath.Join(ingressBase, *id))
+		reclaimRun(*id)
 	})
+}
+
+// reclaimRun removes by force what of run runID is left: its processes,
+// mounts (deepest first), cgroups (deepest first), private root and
+// ingress directory.
+func reclaimRun(runID string) {
+	for _, p := range procs() {
+		if p != os.Getpid() && strings.Contains(cmdline(p), runID) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var mounts []string
+	for _, l := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], runID) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+	var cgs []hostThing
+	for _, d := range host.RunCgroups(runID) {
+		cgs = append(cgs, hostThing{kind: "cgroup", path: d, what: d})
+	}
+	_ = reap(cgs)
+	_ = exec.Command("chmod", "-R", "u+w", filepath.Join(privateBase, runID)).Run()
+	_ = os.RemoveAll(filepath.Join(privateBase, runID))
+	_ = os.RemoveAll(filepath.Join(ingressBase, runID))
 }
 
 // waitStdoutWithin is run.waitStdout with a deadline of d (waitStdout's

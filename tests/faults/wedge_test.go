@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,7 +33,7 @@ func newWedge(t *testing.T) *wedge {
 		_, err = os.Stat(filepath.Join(freezerV1, "cgroup.procs"))
 	}
 	require.NoError(t, err, "FAIL: the wedge needs the cgroup v1 freezer at %s (this host mounts cgroups hybrid)", freezerV1)
-	w := &wedge{dir: filepath.Join(freezerV1, fmt.Sprintf("awf-faults-wedge-%d", os.Getpid()))}
+	w := &wedge{dir: filepath.Join(freezerV1, wedgeName())}
 	require.NoError(t, os.Mkdir(w.dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "freezer.state"), []byte("FROZEN"), 0))
 	t.Cleanup(func() { w.release(t) })
@@ -76,28 +75,11 @@ func TestWedgedRuntime(t *testing.T) {
 	for _, rt := range allRuntimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			var e *engine
-			// before: processes already under the package's Engine cgroup
-			// parent when this case starts, left by an earlier case (whose
-			// own checks answer for them): neither wedged nor counted here.
-			before := map[string]bool{}
 			if rt == "docker" {
+				// The Engine's cgroup parent is its own (newEngine): every
+				// process under it is this case's.
 				e = newEngine(t)
 				e.script(t, "start")
-				for _, p := range engineProcs(e.tag) {
-					before[p] = true
-				}
-				if len(before) > 0 {
-					t.Logf("processes under the Engine's cgroup parent before this case (not its own): %v", before)
-				}
-			}
-			ours := func(ps []string) []string {
-				var out []string
-				for _, p := range ps {
-					if !before[p] {
-						out = append(out, p)
-					}
-				}
-				return out
 			}
 			// config is a config of runtime r, on the private Engine for
 			// docker.
@@ -123,7 +105,7 @@ func TestWedgedRuntime(t *testing.T) {
 				// parent, not in a cgroup named by the run: wait until its
 				// interpreter runs (a process frozen before its exec would
 				// wedge the Engine's start call instead, another case).
-				victims = func() []string { return ours(engineProcs(e.tag)) }
+				victims = func() []string { return engineProcs(e.tag) }
 				require.Eventually(t, func() bool {
 					for _, p := range victims() {
 						if strings.Contains(p, "python3") {
@@ -181,7 +163,7 @@ func TestWedgedRuntime(t *testing.T) {
 			if e != nil {
 				assert.Empty(t, containers(t, e.sock, id), "containers of the wedged run %s left on the Engine", id)
 				assert.Empty(t, containers(t, e.sock, nid))
-				assert.Empty(t, ours(engineProcs(e.tag)), "container processes left under the Engine's cgroup parent")
+				assert.Empty(t, engineProcs(e.tag), "container processes left under the Engine's cgroup parent")
 			}
 		})
 	}
