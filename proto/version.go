@@ -26,16 +26,7 @@ func versionFrom(bi *debug.BuildInfo) string {
 	if v == "" || v == "(devel)" {
 		v = "devel"
 	}
-	var rev string
-	var modified bool
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
+	rev, modified := BuildRevision(bi)
 	// A module version from the proxy already names its commit; a pseudo-
 	// version carries the revision, so only add what is not there.
 	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
@@ -45,4 +36,20 @@ func versionFrom(bi *debug.BuildInfo) string {
 		v += ".modified"
 	}
 	return v
+}
+
+// BuildRevision is the VCS revision a binary was built from and whether
+// that checkout had uncommitted changes, as the Go toolchain stamped them in
+// its build info: the one reader of those settings, for Version and for
+// verify's pins.
+func BuildRevision(bi *debug.BuildInfo) (rev string, modified bool) {
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return rev, modified
 }

@@ -194,14 +194,7 @@ func buildPins() (rev string, modified bool, libcontainer string) {
 	if !ok {
 		return "", false, "unknown: no build info"
 	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
+	rev, modified = proto.BuildRevision(bi)
 	return rev, modified, moduleVersion(bi, runcModule)
 }
 
