@@ -3,8 +3,11 @@ package docker
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,4 +99,42 @@ func TestFailClosedWithoutDaemon(t *testing.T) {
 		require.NoError(t, err)
 		t.Run(sock, func(t *testing.T) { isolatetest.FailsClosedWithout(t, r, testRoot, "sock") })
 	}
+}
+
+// countingTransport counts the Engine's container listings.
+type countingTransport struct {
+	next  http.RoundTripper
+	lists atomic.Int32
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/containers/json") {
+		c.lists.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// TestSweepDoesNotWaitForWhatItRemoved: a crashed runtime's prepared
+// sandbox (its container created, its journal naming it) is removed by the
+// sweep's first listing; the sweep must not then take the journal's
+// container for a create still under way in the Engine and poll for it
+// (createSettle), which made every reclaim of a killed run wait 1.5 s.
+func TestSweepDoesNotWaitForWhatItRemoved(t *testing.T) {
+	ctx := context.Background()
+	crashed := newTestRuntime(t)
+	sb, err := crashed.Prepare(ctx, template(t, crashed, ""))
+	require.NoError(t, err)
+	require.Len(t, containersOf(t, crashed), 1)
+
+	// A runtime of the next run over the same state dir, as the watchdog's.
+	rt, err := New(isolate.HostConfig{RunID: isolatetest.RandomID(t), StateDir: filepath.Dir(crashed.dir), DockerSocket: testSocket})
+	require.NoError(t, err)
+	after := rt.(*Runtime)
+	ct := &countingTransport{next: after.eng.hc.Transport}
+	after.eng.hc.Transport = ct
+	require.NoError(t, after.Sweep(ctx))
+	assert.Empty(t, containersOf(t, crashed), "the crashed runtime's container is left")
+	assert.Equal(t, int32(1), ct.lists.Load(), "the sweep listed the Engine's containers again after removing the journal's container")
+	require.NoError(t, after.Close())
+	require.NoError(t, sb.Destroy(ctx))
 }

@@ -37,7 +37,8 @@ const viewStoreSuffix = "-views"
 // that cannot be removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	var errs []error
-	if err := r.removeStale(ctx); err != nil {
+	removed, err := r.removeStale(ctx)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	names, err := r.books.Leftovers()
@@ -57,7 +58,9 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 	pending := false
 	for _, name := range names {
 		dir := filepath.Join(r.dir, name)
-		if j, err := workspace.ReadJournal(dir); err == nil && j.Container != "" {
+		// A container removeStale just removed was created already: only
+		// one the Engine does not know yet can still appear.
+		if j, err := workspace.ReadJournal(dir); err == nil && j.Container != "" && !removed[j.Container] {
 			gone, err := r.removeNamed(ctx, j.Container)
 			if err != nil {
 				errs = append(errs, err)
@@ -78,19 +81,22 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 }
 
 // removeStale removes every container labelled with this state dir that
-// this runtime is not running right now.
-func (r *Runtime) removeStale(ctx context.Context) error {
+// this runtime is not running right now, and returns the ids and names
+// (without the Engine's leading "/") of those it removed.
+func (r *Runtime) removeStale(ctx context.Context) (map[string]bool, error) {
 	filters, _ := json.Marshal(map[string][]string{"label": {labelState + "=" + r.stateTag}})
 	var list []struct {
 		ID     string            `json:"Id"`
+		Names  []string          `json:"Names"`
 		Labels map[string]string `json:"Labels"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	err := r.eng.call(cctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(filters)}}, nil, &list)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	removed := map[string]bool{}
 	var errs []error
 	for _, c := range list {
 		if r.books.IsLive(c.Labels[labelRun] + "-" + c.Labels[labelSandbox]) {
@@ -98,9 +104,14 @@ func (r *Runtime) removeStale(ctx context.Context) error {
 		}
 		if err := r.removeContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		removed[c.ID] = true
+		for _, n := range c.Names {
+			removed[strings.TrimPrefix(n, "/")] = true
 		}
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
 // removeNamed force-removes the container named name and reports whether
@@ -132,7 +143,7 @@ func (r *Runtime) settleCreates(ctx context.Context) error {
 			return errors.Join(err, ctx.Err())
 		case <-time.After(createPoll):
 		}
-		err = r.removeStale(ctx)
+		_, err = r.removeStale(ctx)
 	}
 	return err
 }
