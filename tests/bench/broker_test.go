@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/awf-project/awf/proto"
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 // measureStartup times the bounded-query client to a local refusal (no
@@ -132,7 +132,7 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 		b.Blocked = err.Error()
 		return b
 	}
-	var errb lockedBuffer
+	var errb fixture.SyncBuffer
 	cmd.Stderr = &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -325,22 +325,4 @@ func rssMiB(pid int) (rss, peak float64) {
 		}
 	}
 	return rss, peak
-}
-
-// lockedBuffer is a bytes.Buffer safe for the exec copier and readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

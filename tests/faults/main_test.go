@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,28 +108,10 @@ func queryLine(sleep int) string {
 	return fmt.Sprintf(`r=$(printf 'import time\ntime.sleep(%d)\nopen("/query/out","w").write("true")\n' | bounded-query --repo demo/app --schema '{"type":"boolean"}'); echo "Q $r"`+"\n", sleep)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a poller.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // run is one awf run started by a test.
 type run struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *fixture.SyncBuffer
 	done           chan struct{}
 	err            error
 }
@@ -148,7 +129,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *run {
 	t.Helper()
 	cmd.Dir = "/"
 	cmd.Env = fixture.BaseEnv()
-	r := &run{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &run{cmd: cmd, stdout: &fixture.SyncBuffer{}, stderr: &fixture.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
