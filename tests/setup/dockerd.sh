@@ -127,12 +127,19 @@ engine_procs() {
 # nested host a controller's parent sits below this process's own cgroup), and
 # every directory below one, deepest first: the order rmdir needs.
 engine_cgroups() {
-  local m d
+  # Command substitutions, not process substitutions: bash waits for the
+  # former, and a find still exiting after this returns is a process bearing
+  # the Engine's name that the caller's leftover check would count.
+  local mounts parents m d
+  mounts=$(awk '{for (i = 7; i < NF; i++) if ($i == "-") break; t = $(i + 1)} t == "cgroup" || t == "cgroup2" {print $5}' /proc/self/mountinfo)
   while read -r m; do
+    [[ -n $m ]] || continue
+    parents=$(find "$m" -maxdepth 6 -type d -name "$CGROUP_PARENT" -prune 2>/dev/null)
     while read -r d; do
+      [[ -n $d ]] || continue
       find "$d" -depth -type d 2>/dev/null
-    done < <(find "$m" -maxdepth 6 -type d -name "$CGROUP_PARENT" -prune 2>/dev/null)
-  done < <(awk '{for (i = 7; i < NF; i++) if ($i == "-") break; t = $(i + 1)} t == "cgroup" || t == "cgroup2" {print $5}' /proc/self/mountinfo)
+    done <<<"$parents"
+  done <<<"$mounts"
 }
 
 stop() {
@@ -160,11 +167,13 @@ stop() {
   # and one whose containerd was killed waits for it forever) and container
   # processes. Thaw a frozen container first: a frozen task's SIGKILL stays
   # pending until it is thawed.
-  local d
+  local d cgs
+  cgs=$(engine_cgroups)
   while read -r d; do
+    [[ -n $d ]] || continue
     if [[ -f $d/freezer.state ]]; then echo THAWED 2>/dev/null >"$d/freezer.state" || true; fi
     if [[ -f $d/cgroup.freeze ]]; then echo 0 2>/dev/null >"$d/cgroup.freeze" || true; fi
-  done < <(engine_cgroups)
+  done <<<"$cgs"
   local left
   for ((i = 0; i < 50; i++)); do
     left=$(engine_procs)
@@ -178,15 +187,16 @@ stop() {
   done
   [[ -z $left ]] || { echo "dockerd.sh: still alive after SIGKILL:" >&2; sed 's/^/  /' <<<"$left" >&2; }
   # Unmount anything the daemon left below its roots, deepest first.
-  local m
+  local m mounts
+  mounts=$(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" 'index($5 "/", a "/") == 1 || index($5 "/", b "/") == 1 {print $5}' /proc/self/mountinfo | sort -r)
   while read -r m; do
+    [[ -n $m ]] || continue
     umount -l "$m" 2>/dev/null || true
-  done < <(awk -v a="$DATA_ROOT" -v b="$RUN_DIR" 'index($5 "/", a "/") == 1 || index($5 "/", b "/") == 1 {print $5}' /proc/self/mountinfo | sort -r)
+  done <<<"$mounts"
   rm -rf "$RUN_DIR" "$DATA_ROOT"
   # The cgroup parent and the containers' cgroups below it, deepest first,
   # in every hierarchy; a cgroup a dying process still holds is busy for a
   # moment.
-  local cgs
   for ((i = 0; i < 50; i++)); do
     cgs=$(engine_cgroups)
     [[ -n $cgs ]] || break
