@@ -44,14 +44,15 @@ const MaxBootstrapScript = 1 << 20
 // The interpreter may start as soon as the sandbox exists, under every
 // control; it does nothing the script can observe until HandScript.
 func BootstrapArgv(fd int) []string {
-	argv := slices.Clone(DefaultArgv[:len(DefaultArgv)-1])
+	argv := DefaultArgv()
+	argv = argv[:len(argv)-1]
 	return append(argv, "-c", bootstrapSource, strconv.Itoa(fd), ScriptPath)
 }
 
 // IsDefaultArgv reports whether a job's argv means the default interpreter
 // (empty or DefaultArgv), which backends run through BootstrapArgv.
 func IsDefaultArgv(argv []string) bool {
-	return len(argv) == 0 || slices.Equal(argv, DefaultArgv)
+	return len(argv) == 0 || slices.Equal(argv, DefaultArgv())
 }
 
 // HandScript writes script to w, the write end of the bootstrap's

@@ -39,7 +39,7 @@ func (r runResult) sameAddresses() runResult {
 // runCold runs path as DefaultArgv would.
 func runCold(t *testing.T, path string) runResult {
 	t.Helper()
-	cmd := exec.Command(hostPython, append(DefaultArgv[1:len(DefaultArgv)-1:len(DefaultArgv)-1], path)...)
+	cmd := exec.Command(hostPython, append(DefaultArgv()[1:len(DefaultArgv())-1], path)...)
 	return runCmdOut(t, cmd, path+".out", nil)
 }
 
@@ -51,7 +51,7 @@ func runBootstrap(t *testing.T, path string, fd int, flags ...string) runResult 
 	t.Helper()
 	argv := BootstrapArgv(fd)
 	argv[len(argv)-1] = path
-	argv = slices.Insert(argv, len(DefaultArgv)-1, flags...)
+	argv = slices.Insert(argv, len(DefaultArgv())-1, flags...)
 	cmd := exec.Command(hostPython, argv[1:]...)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)

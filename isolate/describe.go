@@ -103,7 +103,7 @@ func Describe(t Template, job Job, h HostConfig) (*specs.Spec, error) {
 	l := t.Limits
 	argv := job.Argv
 	if len(argv) == 0 {
-		argv = DefaultArgv
+		argv = DefaultArgv()
 	}
 	var caps *specs.LinuxCapabilities
 	if !t.Weaken.NilCapsConfig {

@@ -199,9 +199,13 @@ type Job struct {
 	OnStart func(hostPID int)
 }
 
-// DefaultArgv runs the job's script with the rootfs interpreter, isolated from
-// the environment and user site directories.
-var DefaultArgv = []string{"/usr/bin/python3", "-I", "-S", "-B", ScriptPath}
+// DefaultArgv returns the argv that runs the job's script with the rootfs
+// interpreter, isolated from the environment and user site directories. A
+// fresh slice each call: every backend launches what it names, so no caller
+// may change it for the others.
+func DefaultArgv() []string {
+	return []string{"/usr/bin/python3", "-I", "-S", "-B", ScriptPath}
+}
 
 // Spec is a Template plus a Job: one complete run.
 type Spec struct {

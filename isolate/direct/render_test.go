@@ -28,7 +28,7 @@ func TestRenderingMatchesDescription(t *testing.T) {
 	require.Empty(t, isolate.DeviationsOf(Name), "direct renders the description as it is")
 	base := isolate.Template{RunID: "render", Limits: isolate.DefaultLimits(), Policy: p}
 	for i, tpl := range isolatetest.Templates("/root-mount", "/seed", base) {
-		d, err := r.describe(tpl, isolate.DefaultArgv)
+		d, err := r.describe(tpl, isolate.DefaultArgv())
 		require.NoError(t, err)
 		sc := newScratch("/scratch")
 		lower := ""

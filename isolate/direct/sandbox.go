@@ -91,7 +91,7 @@ type sandbox struct {
 // so that Exec only hands the script over. The wall-clock deadline does
 // not run while it waits.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	return r.prepare(ctx, t, isolate.DefaultArgv, nil)
+	return r.prepare(ctx, t, isolate.DefaultArgv(), nil)
 }
 
 func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string, enc *enclave.Layout) (*sandbox, error) {
@@ -420,7 +420,7 @@ func (sb *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	}
 	argv := job.Argv
 	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
+		argv = isolate.DefaultArgv()
 	}
 	if !slices.Equal(argv, sb.argv) {
 		return sb.execOther(ctx, job, argv)

@@ -47,7 +47,7 @@ func TestPreparedAheadLooksCold(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got, &obs))
 	assert.Contains(t, obs.Modules, "json", "the bootstrap preloads json")
 	assert.Equal(t, []string{isolate.ScriptPath}, obs.Argv)
-	assert.Equal(t, isolate.DefaultArgv, obs.OrigArgv)
+	assert.Equal(t, isolate.DefaultArgv(), obs.OrigArgv)
 	assert.Equal(t, isolate.ScriptPath, obs.File)
 	assert.Equal(t, "__main__", obs.Name)
 	assert.Len(t, obs.FDs, 3, "only stdio is open: %v", obs.FDs)

@@ -98,7 +98,7 @@ func (r *Runtime) Usable() error { return r.books.Usable() }
 func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	argv := s.Job.Argv
 	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
+		argv = isolate.DefaultArgv()
 	}
 	return isolate.RunIn(ctx, r, func(ctx context.Context) (isolate.Sandbox, error) {
 		return r.prepareFor(ctx, s.Template, argv)
@@ -120,7 +120,7 @@ func (r *Runtime) Close() error {
 // by Warm), and creates the container, stopped, for isolate.DefaultArgv.
 // What is left for Exec is the script, the start and the wait.
 func (r *Runtime) Prepare(ctx context.Context, t isolate.Template) (isolate.Sandbox, error) {
-	return r.prepareFor(ctx, t, isolate.DefaultArgv)
+	return r.prepareFor(ctx, t, isolate.DefaultArgv())
 }
 
 // prepareFor is Prepare with the container created for argv.

@@ -61,7 +61,7 @@ func TestPrepareCreatesTheContainer(t *testing.T) {
 		c, ok := inspectNamed(t, r, name)
 		require.True(t, ok, "Prepare created no container %s", name)
 		assert.Equal(t, "created", c.State.Status)
-		assert.Equal(t, isolate.DefaultArgv, c.Config.Cmd)
+		assert.Equal(t, isolate.DefaultArgv(), c.Config.Cmd)
 		// The image's own labels (its digests) come with it.
 		for k, v := range map[string]string{labelRun: r.runID, labelSandbox: s.ws.Journal.SandboxID, labelState: r.stateTag, labelBackend: Name} {
 			assert.Equal(t, v, c.Config.Labels[k], "label %s", k)
@@ -100,7 +100,7 @@ func TestPreparedLooksCold(t *testing.T) {
 		Etc      map[string]json.RawMessage `json:"etc"`
 	}
 	require.NoError(t, json.Unmarshal(got, &obs))
-	assert.Equal(t, isolate.DefaultArgv, obs.OrigArgv)
+	assert.Equal(t, isolate.DefaultArgv(), obs.OrigArgv)
 	assert.Equal(t, []string{filepath.Base(isolate.ScriptPath)}, keys(obs.Awf))
 	assert.JSONEq(t, `{}`, string(obs.Tmp[1]), "/tmp is empty")
 	assert.Equal(t, "2", obs.Status["Seccomp"])

@@ -109,7 +109,7 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 func (s *sandbox) launch(ctx context.Context, job isolate.Job) error {
 	argv := job.Argv
 	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
+		argv = isolate.DefaultArgv()
 	}
 	if !slices.Equal(argv, s.argv) {
 		if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {

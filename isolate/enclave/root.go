@@ -36,7 +36,7 @@ func Root(ctx context.Context, dir string, dirs []string, files []RootFile) erro
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("enclave root: %w", err)
 	}
-	files = append(files, RootFile{Path: isolate.DefaultArgv[0], Mode: 0o555})
+	files = append(files, RootFile{Path: isolate.DefaultArgv()[0], Mode: 0o555})
 	for _, f := range files {
 		if !filepath.IsAbs(f.Path) {
 			return errors.New("enclave root: file path " + f.Path + " is not absolute")

@@ -69,7 +69,7 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	}
 	argv := job.Argv
 	if len(argv) == 0 {
-		argv = isolate.DefaultArgv
+		argv = isolate.DefaultArgv()
 	}
 	switch {
 	case !s.booted:

@@ -60,7 +60,7 @@ func TestDescribe(t *testing.T) {
 			d, err := Describe(tc.tpl, nil, "1")
 			require.NoError(t, err)
 			assert.Equal(t, tc.policy, d.Annotations[isolate.AnnotationPolicy])
-			assert.Equal(t, isolate.DefaultArgv, d.Process.Args)
+			assert.Equal(t, isolate.DefaultArgv(), d.Process.Args)
 			assert.Equal(t, "1", d.Linux.Resources.CPU.Cpus)
 		})
 	}
