@@ -37,7 +37,7 @@ func TestAllowRefusesGitHubAndActionsWithTheReason(t *testing.T) {
 // suffix pattern the credential suffixes, and on a corpus of names built
 // from every list, prefix and suffix the loader and the schema agree.
 func TestAllowedVariableSchemaIsProtosRule(t *testing.T) {
-	root, err := DecodeJSON(Schema)
+	root, err := DecodeJSON(Schema())
 	require.NoError(t, err)
 	def := root.(map[string]any)["$defs"].(map[string]any)["allowedVariable"].(map[string]any)
 	anyOf := def["not"].(map[string]any)["anyOf"].([]any)

@@ -44,7 +44,7 @@ func configSchema(ctx context.Context, e env) int {
 		fmt.Fprint(e.stderr, configSchemaUsage)
 		return 2
 	}
-	if _, err := e.stdout.Write(config.Schema); err != nil {
+	if _, err := e.stdout.Write(config.Schema()); err != nil {
 		return 1
 	}
 	return 0

@@ -50,7 +50,7 @@ func configSlugPatterns(t *testing.T) []*regexp.Regexp {
 			} `json:"allOf"`
 		} `json:"$defs"`
 	}
-	require.NoError(t, json.Unmarshal(config.Schema, &doc))
+	require.NoError(t, json.Unmarshal(config.Schema(), &doc))
 	def, ok := doc.Defs["slug"]
 	require.True(t, ok, "the config schema has no slug definition")
 	var out []*regexp.Regexp
