@@ -58,12 +58,14 @@ def _awf_bootstrap():
     audit, gettrace, getprofile, current_frames = sys.audit, sys.gettrace, sys.getprofile, sys._current_frames
     display, default_unraisable = sys.__excepthook__, sys.__unraisablehook__
 
-    # Preloaded for the script (measured: see bootstrap.go). They are only
-    # in sys.modules; none is bound in the script's namespace.
+    # Preloaded for the script (their cost: docs/PERFORMANCE.md). They are only
+    # in sys.modules; none is bound in the script's namespace. Not
+    # subprocess: no sandbox can start a process (fork is killed, pipe2
+    # refused), and its imports (threading, selectors, locale, signal)
+    # cost a cold run about 9 ms for a module that can only fail.
     import json  # noqa: F401
     import re  # noqa: F401
     import hashlib  # noqa: F401
-    import subprocess  # noqa: F401
 
     # What the ending needs, taken before the script can change it. gc and
     # atexit keep their state in the interpreter, so they leave sys.modules
@@ -76,6 +78,10 @@ def _awf_bootstrap():
     import _weakref
     import _io
     import signal
+    # The ending's checks read these modules' state (the warnings filters,
+    # the weak sets' callbacks); loaded here, they stay for the script.
+    import warnings  # noqa: F401
+    import _weakrefset  # noqa: F401
     set_signal, SIGINT, SIG_DFL = signal.signal, signal.SIGINT, signal.SIG_DFL
     type_dict = type.__dict__["__dict__"].__get__
     type_mro = type.__dict__["__mro__"].__get__
