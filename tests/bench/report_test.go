@@ -88,3 +88,39 @@ func TestBucketName(t *testing.T) {
 	}
 	assert.Equal(t, "10 ms ×2, 1 s ×1", bucketText(Buckets([]time.Duration{time.Millisecond, 2 * time.Millisecond, 500 * time.Millisecond})))
 }
+
+// TestComparisons: the bootstrap comparison is made only when the row ran,
+// says PASS or MISS by the same 1.5× bound, and is rendered apart from the
+// issue's targets.
+func TestComparisons(t *testing.T) {
+	cell := func(row string, ms float64) Cell {
+		return Cell{Row: row, Repo: targetRepo, Workload: targetWorkload, Processing: Stats{N: 10, MedianMS: ms, P95MS: ms}}
+	}
+	for _, tc := range []struct {
+		name       string
+		cold, boot float64
+		want       []string
+	}{
+		{"within", 30, 25, []string{"PASS", "INFO"}},
+		{"over", 47, 25, []string{"MISS", "INFO"}},
+		{"not run", 47, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Report{Cells: []Cell{cell(RowDirectCold, tc.cold), cell(RowBwrap, 13)}}
+			if tc.boot > 0 {
+				rep.Cells = append(rep.Cells, cell(RowBwrapBootstrap, tc.boot))
+			}
+			rep.CheckTargets()
+			var got []string
+			for _, c := range rep.Comparisons {
+				got = append(got, c.Status)
+			}
+			assert.Equal(t, tc.want, got)
+			for _, tg := range rep.Targets {
+				assert.NotContains(t, tg.Name, "same bootstrap", "a comparison is never listed as a target")
+			}
+			md := rep.Markdown()
+			assert.Equal(t, tc.want != nil, strings.Contains(md, "Not targets: where the cold target's miss lies"))
+		})
+	}
+}

@@ -34,6 +34,7 @@ func (s *suite) rows() []rowDef {
 		{Row: Row{RowHost, "the floor: the script on the host, `python3 -I -S -B script`, no sandbox", "process wall time"}, make: s.hostRow},
 		{Row: Row{RowPass, "the floor: bare `python3 -c pass` on the host (ignores the workload)", "process wall time"}, make: s.passRow},
 		{Row: Row{RowBwrap, "bubblewrap: new user, pid, net, ipc, uts, cgroup and mount namespaces, read-only root and repository binds, tmpfs `/query` and `/tmp`, uid 65534, no capabilities (no cgroup limits, no seccomp filter)", "process wall time"}, blocked: bw, make: s.bwrapRow},
+		{Row: Row{RowBwrapBootstrap, "bubblewrap as `bwrap`, running awf's interpreter bootstrap (`isolate.BootstrapArgv`: the preloaded imports) with the script handed on stdin, as a cold direct sandbox runs it", "process wall time"}, blocked: bw, make: s.bwrapBootstrapRow},
 		{Row: Row{RowDirectCold, "awf direct (libcontainer), `Runtime.Run`", timings}, blocked: rt("direct"), make: s.coldRow("direct")},
 		{Row: Row{RowDirectColdFDM, "awf direct, `Runtime.Run`, with the host's cgroup2 mounted `favordynmods` for the sample (a host setting awf never changes; the row sets it around each sample and restores the host's options)", timings}, blocked: fdm, make: s.fdmRow},
 		{Row: Row{RowDirectWarm, "awf direct, a sandbox prepared ahead: `Exec` + `Destroy`", warmT}, blocked: rt("direct"), make: s.warmRow("direct")},
@@ -52,6 +53,8 @@ type procRunner struct {
 	out  string // "" = no answer to check
 	want string
 	pre  func() error
+	// stdin, when set, is the process's standard input.
+	stdin []byte
 }
 
 func (p *procRunner) once(ctx context.Context) (sample, error) {
@@ -65,6 +68,9 @@ func (p *procRunner) once(ctx context.Context) (sample, error) {
 	}
 	cmd := exec.CommandContext(ctx, p.argv[0], p.argv[1:]...)
 	cmd.Dir, cmd.Env = p.dir, p.env
+	if p.stdin != nil {
+		cmd.Stdin = bytes.NewReader(p.stdin)
+	}
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &errb, &errb
 	t0 := time.Now()
@@ -128,6 +134,16 @@ func (s *suite) passRow(*benchRepo, Workload) (runner, error) {
 // bwrapRow: bubblewrap with flags equivalent to the direct sandbox's
 // namespaces and mounts, over the same root filesystem.
 func (s *suite) bwrapRow(r *benchRepo, w Workload) (runner, error) {
+	return s.bwrap(r, w, false)
+}
+
+// bwrapBootstrapRow: the same bubblewrap sandbox running awf's bootstrap,
+// which reads the script from descriptor 0 in HandScript's framing.
+func (s *suite) bwrapBootstrapRow(r *benchRepo, w Workload) (runner, error) {
+	return s.bwrap(r, w, true)
+}
+
+func (s *suite) bwrap(r *benchRepo, w Workload, bootstrap bool) (runner, error) {
 	dir, err := os.MkdirTemp(s.work, "bwrap-")
 	if err != nil {
 		return nil, err
@@ -149,7 +165,18 @@ func (s *suite) bwrapRow(r *benchRepo, w Workload) (runner, error) {
 		"--size", fmt.Sprint(lim.TmpTmpfsBytes), "--tmpfs", "/tmp",
 		"--bind", query, "/query", "--ro-bind", r.dir, "/query/repo",
 		"--ro-bind", awf, "/awf", "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "LANG", "C.UTF-8",
-		"--chdir", "/query", "/usr/bin/python3", "-I", "-S", "-B", isolate.ScriptPath}
+		"--chdir", "/query"}
+	var stdin []byte
+	if bootstrap {
+		argv = append(argv, isolate.BootstrapArgv(0)...)
+		var b bytes.Buffer
+		if err := isolate.HandScript(&b, []byte(w.Script)); err != nil {
+			return nil, err
+		}
+		stdin = b.Bytes()
+	} else {
+		argv = append(argv, "/usr/bin/python3", "-I", "-S", "-B", isolate.ScriptPath)
+	}
 	pre := func() error {
 		if err := os.RemoveAll(query); err != nil {
 			return err
@@ -159,7 +186,7 @@ func (s *suite) bwrapRow(r *benchRepo, w Workload) (runner, error) {
 		}
 		return os.Chmod(query, 0o777)
 	}
-	return &procRunner{argv: argv, dir: "/", env: hostEnv, out: filepath.Join(query, "out"), want: w.Want, pre: pre}, nil
+	return &procRunner{argv: argv, dir: "/", env: hostEnv, out: filepath.Join(query, "out"), want: w.Want, pre: pre, stdin: stdin}, nil
 }
 
 // coldRunner runs Runtime.Run per sample.
