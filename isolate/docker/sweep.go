@@ -37,7 +37,7 @@ const viewStoreSuffix = "-views"
 // that cannot be removed makes the runtime unusable.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	var errs []error
-	removed, err := r.removeStale(ctx)
+	removed, pending, err := r.removeStale(ctx)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -55,7 +55,6 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		return false
 	})
 	names = append(names, stores...)
-	pending := false
 	for _, name := range names {
 		dir := filepath.Join(r.dir, name)
 		// A container removeStale just removed was created already: only
@@ -82,8 +81,12 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 
 // removeStale removes every container labelled with this state dir that
 // this runtime is not running right now, and returns the ids and names
-// (without the Engine's leading "/") of those it removed.
-func (r *Runtime) removeStale(ctx context.Context) (map[string]bool, error) {
+// (without the Engine's leading "/") of those it removed. unsettled says
+// that the listing showed a container the Engine did not know when asked to
+// remove it: the Engine lists a container while its create is still under
+// way, before it can be removed, so that create can still finish after
+// this sweep.
+func (r *Runtime) removeStale(ctx context.Context) (removed map[string]bool, unsettled bool, err error) {
 	filters, _ := json.Marshal(map[string][]string{"label": {labelState + "=" + r.stateTag}})
 	var list []struct {
 		ID     string            `json:"Id"`
@@ -91,19 +94,24 @@ func (r *Runtime) removeStale(ctx context.Context) (map[string]bool, error) {
 		Labels map[string]string `json:"Labels"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	err := r.eng.call(cctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(filters)}}, nil, &list)
+	err = r.eng.call(cctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(filters)}}, nil, &list)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
+		return nil, false, fmt.Errorf("list containers: %w", err)
 	}
-	removed := map[string]bool{}
+	removed = map[string]bool{}
 	var errs []error
 	for _, c := range list {
 		if r.books.IsLive(c.Labels[labelRun] + "-" + c.Labels[labelSandbox]) {
 			continue
 		}
-		if err := r.removeContainer(ctx, c.ID); err != nil {
+		notFound, err := r.removeNamed(ctx, c.ID)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if notFound {
+			unsettled = true
 			continue
 		}
 		removed[c.ID] = true
@@ -111,7 +119,7 @@ func (r *Runtime) removeStale(ctx context.Context) (map[string]bool, error) {
 			removed[strings.TrimPrefix(n, "/")] = true
 		}
 	}
-	return removed, errors.Join(errs...)
+	return removed, unsettled, errors.Join(errs...)
 }
 
 // removeNamed force-removes the container named name and reports whether
@@ -133,17 +141,23 @@ func (r *Runtime) removeNamed(ctx context.Context, name string) (notFound bool, 
 
 // settleCreates looks again, for createSettle, for containers of this
 // state dir that a create still under way in the Engine adds, and removes
-// them.
+// them. While the Engine still lists a container it cannot yet remove, its
+// create is known to be under way, and the sweep waits for it up to
+// callTimeout rather than leave the container it will finish.
 func (r *Runtime) settleCreates(ctx context.Context) error {
-	deadline := time.Now().Add(createSettle)
+	start := time.Now()
 	var err error
-	for time.Now().Before(deadline) {
+	unsettled := true
+	for unsettled || time.Since(start) < createSettle {
+		if unsettled && time.Since(start) >= callTimeout {
+			return errors.Join(err, fmt.Errorf("a container of this state dir is still being created after %v", callTimeout))
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
 		case <-time.After(createPoll):
 		}
-		_, err = r.removeStale(ctx)
+		_, unsettled, err = r.removeStale(ctx)
 	}
 	return err
 }
