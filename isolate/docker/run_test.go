@@ -2,8 +2,8 @@ package docker
 
 import (
 	"context"
-	"net"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
