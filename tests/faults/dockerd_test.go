@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,6 +35,50 @@ var engineSeq atomic.Int32
 // enginePrefix begins the tag of every Engine of this test process.
 func enginePrefix() string { return fmt.Sprintf("awf-faults-docker-%d-", os.Getpid()) }
 
+// engineHomes are the directories below which this test process's Engines
+// keep their run directories and data roots: base/awf-faults-<pid>/e, for
+// base /run and /var/lib. The middle directory is root's alone (0700), so
+// that an Engine's start and stop changes nothing another user can stat:
+// the channel suite's agent, run concurrently by go test, watches the
+// timestamps and listings of /run and /var/lib for what awf changes, and
+// an Engine directory made and removed there in both of its requests'
+// windows is indistinguishable from a lifecycle channel.
+func engineHomes() []string {
+	var homes []string
+	for _, base := range []string{"/run", "/var/lib"} {
+		homes = append(homes, filepath.Join(base, fmt.Sprintf("awf-faults-%d", os.Getpid()), "e"))
+	}
+	return homes
+}
+
+// makeEngineHomes makes engineHomes, their parents mode 0700.
+func makeEngineHomes() error {
+	for _, h := range engineHomes() {
+		if err := os.MkdirAll(filepath.Dir(h), 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(filepath.Dir(h), 0o700); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeEngineHomes removes engineHomes and their parents once every
+// Engine is stopped and checked (checkPackageLeft names what one left).
+func removeEngineHomes() error {
+	var errs []error
+	for _, h := range engineHomes() {
+		if err := os.RemoveAll(filepath.Dir(h)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // newEngine makes a private Engine (not started) whose stop, at the end of
 // t, reaps everything of it: its daemons, the shims its containerd started
 // (they detach from it by design and outlive it), its containers'
@@ -45,9 +90,10 @@ func newEngine(t *testing.T) *engine {
 		t.Skip("BLOCKED: dockerd is not installed on this host; the dockerd kill cases cannot run")
 	}
 	tag := fmt.Sprintf("%s%d", enginePrefix(), engineSeq.Add(1))
-	e := &engine{run: "/run/" + tag, tag: tag}
+	homes := engineHomes()
+	e := &engine{run: filepath.Join(homes[0], tag), tag: tag}
 	e.sock = filepath.Join(e.run, "docker.sock")
-	e.vars = []string{"AWF_DOCKERD_RUN_DIR=" + e.run, "AWF_DOCKERD_DATA_ROOT=/var/lib/" + tag, "AWF_DOCKERD_CGROUP_PARENT=" + tag}
+	e.vars = []string{"AWF_DOCKERD_RUN_DIR=" + e.run, "AWF_DOCKERD_DATA_ROOT=" + filepath.Join(homes[1], tag), "AWF_DOCKERD_CGROUP_PARENT=" + tag}
 	e.env = append(fixture.BaseEnv(), e.vars...)
 	// before: what bears the tag before the Engine exists (nothing, as
 	// the tag is new); never touched.
@@ -139,7 +185,7 @@ func TestKillDockerd(t *testing.T) {
 			forceReclaim(t, &id)
 			r := startRun(t, configOn(t, "docker", e.sock, 8, "public", "", 30), script)
 			id = r.runID(t)
-			reachOn(t, e, r, id, phase)
+			reachOn(t, e, r, id, phase, false)
 			release := holdRoot(t, id)
 			e.kill(t)
 			if phase == phaseStaging || phase == phaseReady {

@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -36,16 +38,22 @@ func scriptFor(phase string) string {
 	return "echo started\nexec sleep 120\n"
 }
 
-// reach waits until run r of runID is at phase.
+// reach waits until run r of runID, whose repository is metered, is at
+// phase.
 func reach(t *testing.T, r *run, runID, phase string) {
 	t.Helper()
-	reachOn(t, nil, r, runID, phase)
+	reachOn(t, nil, r, runID, phase, true)
 }
 
-// reachOn is reach for a run on e (nil: not docker): mid-query on docker
-// is when a container of the run runs on the Engine (its processes are in
-// the Engine's cgroups, not the run's).
-func reachOn(t *testing.T, e *engine, r *run, runID, phase string) {
+// reachOn is reach for a run on e (nil: not docker) whose repository is
+// metered or not. Mid-query is when the query's sandbox runs: for a
+// metered repository the kernel reports the agent frozen first (the query
+// was debited; until then it may wait behind the warm pool's first fill,
+// whose sandbox, or on docker whose trial container, already runs, and a
+// kill then would meet an agent free to see the broker die); on docker a
+// container of the run then runs on the Engine (its processes are in the
+// Engine's cgroups, not the run's).
+func reachOn(t *testing.T, e *engine, r *run, runID, phase string, metered bool) {
 	t.Helper()
 	switch phase {
 	case phaseStaging:
@@ -54,6 +62,10 @@ func reachOn(t *testing.T, e *engine, r *run, runID, phase string) {
 		r.waitStdout(t, "started")
 	case phaseMidQuery:
 		r.waitStdout(t, "started")
+		if metered {
+			require.Eventually(t, func() bool { return agentFrozen(runID) }, time.Minute, 5*time.Millisecond,
+				"the agent of run %s was never frozen for its query", runID)
+		}
 		if e == nil {
 			waitSandbox(t, runID)
 			return
@@ -69,6 +81,23 @@ func reachOn(t *testing.T, e *engine, r *run, runID, phase string) {
 	case phaseTeardown:
 		r.waitStdout(t, "bye")
 	}
+}
+
+// agentFrozen reports whether the kernel reports the agent of run runID
+// frozen, in the v1 freezer (freezer.state) or cgroup v2 (cgroup.events).
+func agentFrozen(runID string) bool {
+	for _, d := range host.RunCgroups(runID) {
+		if !strings.Contains(d, "-agent/") {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "freezer.state")); err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
+			return true
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.events")); err == nil && strings.Contains(string(b), "frozen 1") {
+			return true
+		}
+	}
+	return false
 }
 
 // killRuntimes are the runtimes of a kill case: allRuntimes. For docker
@@ -117,7 +146,7 @@ func (k *killRuntimes) start(t *testing.T, rt, phase string) killRun {
 	e := k.engineOf(t, rt)
 	r := startRun(t, killConfig(t, rt, e, 0), agentScript(t, scriptFor(phase)))
 	kr := killRun{run: r, e: e, id: r.runID(t)}
-	reachOn(t, e, r, kr.id, phase)
+	reachOn(t, e, r, kr.id, phase, true)
 	return kr
 }
 

@@ -97,7 +97,8 @@ func zombie(pid int) bool {
 // their cgroup (its containers' processes, a "runc init" of a container
 // created and never started), mounts below a directory named n, cgroup
 // directories named n in every hierarchy and everything below them
-// (deepest first), and the directories /run/n and /var/lib/n.
+// (deepest first), and the directories named n in /run, /var/lib and
+// engineHomes.
 func taggedLeft(n name) []hostThing {
 	var out []hostThing
 	self := os.Getpid()
@@ -122,7 +123,7 @@ func taggedLeft(n name) []hostThing {
 			out = append(out, hostThing{kind: "cgroup", path: d, what: d})
 		}
 	}
-	for _, base := range []string{"/run", "/var/lib"} {
+	for _, base := range append([]string{"/run", "/var/lib"}, engineHomes()...) {
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {
 			if n.is(e.Name()) {

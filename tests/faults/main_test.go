@@ -82,8 +82,16 @@ func setup(m *testing.M) int {
 	// touched.
 	before := hostSet(packageLeft())
 	sharedUp := pingEngine(os.Getenv("AWF_TEST_DOCKER_SOCKET"))
+	if err := makeEngineHomes(); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: the Engines' directories:", err)
+		return 1
+	}
 	code := m.Run()
 	if !checkPackageLeft(before, sharedUp) && code == 0 {
+		code = 1
+	}
+	if err := removeEngineHomes(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: faults: remove the Engines' directories:", err)
 		code = 1
 	}
 	return code
