@@ -386,6 +386,17 @@ func orphanAgentCgroup(runID string) (AgentCgroup, error) {
 		CpusetDir: filepath.Join(parents[len(parents)-1], runID)}, nil
 }
 
+// AgentFrozen reports whether the kernel reports the agent of run runID
+// frozen, read as Freeze reads it, for a process that watches a run from
+// outside (the fault suite waits for a metered query's freeze).
+func AgentFrozen(runID string) (bool, error) {
+	a, err := orphanAgentCgroup(runID)
+	if err != nil {
+		return false, err
+	}
+	return a.Freezer().is(true)
+}
+
 // Freezer returns the freezer of the agent's cgroup (broker.Freezer).
 func (a AgentCgroup) Freezer() *AgentFreezer {
 	return &AgentFreezer{dir: a.FreezerDir, v2: a.v2()}

@@ -3,7 +3,6 @@ package faults
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -63,7 +62,7 @@ func reachOn(t *testing.T, e *engine, r *run, runID, phase string, metered bool)
 	case phaseMidQuery:
 		r.waitStdout(t, "started")
 		if metered {
-			require.Eventually(t, func() bool { return agentFrozen(runID) }, time.Minute, 5*time.Millisecond,
+			require.Eventually(t, func() bool { ok, _ := host.AgentFrozen(runID); return ok }, time.Minute, 5*time.Millisecond,
 				"the agent of run %s was never frozen for its query", runID)
 		}
 		if e == nil {
@@ -81,23 +80,6 @@ func reachOn(t *testing.T, e *engine, r *run, runID, phase string, metered bool)
 	case phaseTeardown:
 		r.waitStdout(t, "bye")
 	}
-}
-
-// agentFrozen reports whether the kernel reports the agent of run runID
-// frozen, in the v1 freezer (freezer.state) or cgroup v2 (cgroup.events).
-func agentFrozen(runID string) bool {
-	for _, d := range host.RunCgroups(runID) {
-		if !strings.Contains(d, "-agent/") {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join(d, "freezer.state")); err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
-			return true
-		}
-		if b, err := os.ReadFile(filepath.Join(d, "cgroup.events")); err == nil && strings.Contains(string(b), "frozen 1") {
-			return true
-		}
-	}
-	return false
 }
 
 // killRuntimes are the runtimes of a kill case: allRuntimes. For docker
