@@ -375,6 +375,20 @@ func killDirs(dirs []string) {
 	}
 }
 
+// thawDirs thaws every given cgroup directory that has a freezer (v1
+// freezer.state, v2 cgroup.freeze), best effort: a leaf that is gone or has
+// no freezer needs nothing.
+func thawDirs(dirs []string) {
+	for _, p := range dirs {
+		switch {
+		case cgroups.PathExists(filepath.Join(p, "freezer.state")):
+			_ = cgroups.WriteFile(p, "freezer.state", string(cgroups.Thawed))
+		case cgroups.PathExists(filepath.Join(p, "cgroup.freeze")):
+			_ = cgroups.WriteFile(p, "cgroup.freeze", "0")
+		}
+	}
+}
+
 // removeDirs kills what is left in the cgroup directories and removes
 // them, retrying until ctx ends.
 func removeDirs(ctx context.Context, dirs []string) error {

@@ -79,11 +79,22 @@ func miniBroker() int {
 }
 
 // TestSweepAfterBrokerCrash kills a broker mid-run and checks that the
-// start-up sweep of the next runtime reclaims everything it left, with its
-// journal intact and with the journal lost.
+// start-up sweep of the next runtime reclaims everything it left: with its
+// journal intact, with the journal lost, and with the sandbox's job dead
+// and its cgroup leaves left frozen (a killer that froze them and died
+// before its thaw), which libcontainer reads as a stopped container in
+// the paused state.
 func TestSweepAfterBrokerCrash(t *testing.T) {
-	t.Run("journal intact", func(t *testing.T) { crashAndSweep(t, false) })
-	t.Run("journal lost", func(t *testing.T) { crashAndSweep(t, true) })
+	for _, c := range []struct {
+		name         string
+		lose, frozen bool
+	}{
+		{"journal intact", false, false},
+		{"journal lost", true, false},
+		{"left frozen", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { crashAndSweep(t, c.lose, c.frozen) })
+	}
 }
 
 // startMiniBroker starts the mini broker on c under ctx; cleanup kills it
@@ -124,7 +135,7 @@ func loseJournal(t *testing.T, state string) {
 	}
 }
 
-func crashAndSweep(t *testing.T, lose bool) {
+func crashAndSweep(t *testing.T, lose, frozen bool) {
 	state := t.TempDir()
 	crashed := newRunID()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -149,12 +160,39 @@ func crashAndSweep(t *testing.T, lose bool) {
 	if lose {
 		loseJournal(t, state)
 	}
+	if frozen {
+		killAndFreeze(t, crashed, pid)
+	}
 
 	sweepAsNextRuntime(ctx, t, state)
-	require.True(t, isZombie(pid), "the sweep must have killed the job")
-	_, err = unix.Wait4(pid, nil, 0, nil)
-	require.NoError(t, err)
+	if !frozen {
+		require.True(t, isZombie(pid), "the sweep must have killed the job")
+		_, err = unix.Wait4(pid, nil, 0, nil)
+		require.NoError(t, err)
+	}
 	assertNoLeftovers(t, crashed, state)
+}
+
+// killAndFreeze kills the job pid of run runID, reaps it (the test is the
+// subreaper of the crashed broker's orphans), waits until no process of
+// the run is left, and freezes every cgroup leaf of the run.
+func killAndFreeze(t *testing.T, runID string, pid int) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	_, err := unix.Wait4(pid, nil, 0, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(leftoverProcs(t, runID)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"processes of the run outlived its job")
+	froze := 0
+	for _, d := range leftoverCgroups(t, runID) {
+		for _, f := range []struct{ file, value string }{{"freezer.state", "FROZEN"}, {"cgroup.freeze", "1"}} {
+			if _, err := os.Stat(filepath.Join(d, f.file)); err == nil {
+				require.NoError(t, os.WriteFile(filepath.Join(d, f.file), []byte(f.value), 0))
+				froze++
+			}
+		}
+	}
+	require.NotZero(t, froze, "no freezer among the run's cgroup leaves")
 }
 
 // sweepAsNextRuntime opens a runtime of a new run on state, as the broker

@@ -115,13 +115,22 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 		// directory and removes the journal entry.
 		return r.removeViews(ctx, e.Name, e.View)
 	case entrySandbox:
+		if err := r.checkCgroups(e); err != nil {
+			return err
+		}
+		// Thawed first: a leaf left frozen (a killer that died between its
+		// freeze and its thaw, or froze a leaf already empty) reads as
+		// paused to libcontainer, which then refuses the stopped
+		// container's status, and a frozen process never takes its
+		// SIGKILL on cgroup v1.
+		thawDirs(r.sandboxCgroups(e))
 		if e.Container != "" {
 			if !idPattern.MatchString(e.Container) {
 				return fmt.Errorf("journalled container id %q is invalid", e.Container)
 			}
 			errs = append(errs, r.reclaimContainer(ctx, e.Container))
 		}
-		errs = append(errs, r.reclaimCgroups(ctx, e))
+		errs = append(errs, removeDirs(ctx, r.sandboxCgroups(e)))
 		if e.Scratch != "" {
 			if !within(e.Scratch, r.scratch) {
 				return fmt.Errorf("journalled scratch %s is outside %s", e.Scratch, r.scratch)
@@ -171,19 +180,20 @@ func (r *Runtime) reclaimContainer(ctx context.Context, id string) error {
 	return os.RemoveAll(dir)
 }
 
-// reclaimCgroups kills what is left in a sandbox's cgroup leaves and
-// removes them.
-func (r *Runtime) reclaimCgroups(ctx context.Context, e entry) error {
+// checkCgroups refuses a journalled cgroup path outside the cgroup mount.
+func (r *Runtime) checkCgroups(e entry) error {
 	var errs []error
 	for _, p := range e.CgroupPaths {
 		if !within(p, cgroupRoot) {
 			errs = append(errs, fmt.Errorf("journalled cgroup %s is outside %s", p, cgroupRoot))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	// The journalled paths, not this runtime's: the crashed broker may have
-	// placed its sandboxes differently.
-	return removeDirs(ctx, append(e.CgroupPaths, r.cg.leafPaths(e.Container)...))
+	return errors.Join(errs...)
+}
+
+// sandboxCgroups lists a leftover sandbox's cgroup leaves: the journalled
+// paths and this runtime's (the crashed broker may have placed its
+// sandboxes differently). checkCgroups first.
+func (r *Runtime) sandboxCgroups(e entry) []string {
+	return append(slices.Clone(e.CgroupPaths), r.cg.leafPaths(e.Container)...)
 }
