@@ -25,6 +25,11 @@ type BrokerProc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error
+	// killerDone, when set (KillSandboxesIfBrokerDies), is closed once the
+	// kill of the run's sandboxes that the broker's end starts is over:
+	// Teardown's sweep waits for it, so that only one of them acts on the
+	// sandboxes' cgroups at a time.
+	killerDone chan struct{}
 }
 
 // StartBroker starts the broker as a child process of exe ("awf broker
@@ -159,6 +164,25 @@ func (b *BrokerProc) Stop(ctx context.Context) error {
 	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 	<-b.exited
 	return fmt.Errorf("broker: killed after the shutdown grace: %w", exitErr(b.err))
+}
+
+// waitKiller waits until the kill that KillSandboxesIfBrokerDies starts
+// when the broker ends is over (at once when none was set up), or ctx ends.
+func (b *BrokerProc) waitKiller(ctx context.Context) error {
+	if b.killerDone == nil {
+		return nil
+	}
+	select {
+	case <-b.killerDone: // over: whatever ctx says
+		return nil
+	default:
+	}
+	select {
+	case <-b.killerDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("broker: the kill of the run's sandboxes: %w", ctx.Err())
+	}
 }
 
 // Cancel asks the broker to stop now (SIGTERM) without waiting: on

@@ -32,6 +32,9 @@ func Teardown(ctx context.Context, r *Run, b *BrokerProc) error {
 		if err := b.Stop(tctx); err != nil {
 			errs = append(errs, err)
 		}
+		if err := b.waitKiller(tctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if ctx.Err() != nil {
 		// awf was interrupted (SIGINT/SIGTERM): the audit says so, after

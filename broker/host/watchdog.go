@@ -253,6 +253,7 @@ func KillRun(ctx context.Context, runID string, keep func(dir string) bool) erro
 // process has ended: a broker killed mid-query would otherwise leave its
 // sandbox running (and holding its mounts) until teardown. The agent's
 // cgroup is left alone. After a normal stop it finds nothing to do.
+// Teardown waits for it before its sweep. Call it once, before Teardown.
 func KillSandboxesIfBrokerDies(b *BrokerProc, a AgentCgroup) {
 	if b == nil || a.RunID == "" {
 		return
@@ -261,7 +262,9 @@ func KillSandboxesIfBrokerDies(b *BrokerProc, a AgentCgroup) {
 	for _, d := range a.Dirs() {
 		agent[d] = true
 	}
+	b.killerDone = make(chan struct{})
 	go func() {
+		defer close(b.killerDone)
 		<-b.Exited()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
