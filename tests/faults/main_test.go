@@ -145,6 +145,11 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *run {
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-r.done
+		if t.Failed() {
+			// What awf run said is the first thing to read when a fault
+			// case fails: its teardown's errors and its watchdog.
+			t.Logf("awf run's stderr:\n%s", r.stderr.String())
+		}
 	})
 	return r
 }
@@ -299,18 +304,20 @@ func waitSandbox(t *testing.T, runID string) {
 }
 
 // sandboxProcs lists the processes of the run's sandboxes: those in a
-// cgroup of the run other than the agent's, and runsc's.
+// cgroup of the run other than the agent's, and runsc's. A dead orphan
+// (leftovers says why) is not one: the cgroup it names is only its record.
 func sandboxProcs(runID string) []string {
 	var out []string
-	for _, p := range procs() {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
-		cl := cmdline(p)
+	found, of := runProcs(runID)
+	for _, p := range found {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid))
+		cl := cmdline(p.pid)
 		in := false
 		for _, l := range strings.Split(string(b), "\n") {
 			in = in || (strings.Contains(l, runID) && !strings.Contains(l, "-agent/"))
 		}
-		if in || (strings.HasPrefix(cl, "runsc") && strings.Contains(cl, runID)) {
-			out = append(out, fmt.Sprintf("%d %.100s", p, cl))
+		if (in || (strings.HasPrefix(cl, "runsc") && strings.Contains(cl, runID))) && !p.deadOrphan(of) {
+			out = append(out, fmt.Sprintf("%d %.100s", p.pid, cl))
 		}
 	}
 	return out
@@ -332,18 +339,26 @@ func leftovers(runID string) []string {
 	return left
 }
 
-// leftoversAndZombies is leftovers, and the dead zombies it does not count
-// (to be logged).
-func leftoversAndZombies(runID string) (out, zombies []string) {
+// runProc is a process of a run: one whose cmdline, environ or cgroup
+// names the run.
+type runProc struct {
+	pid           int
+	line          string // what a report says of it
+	zombie, whole bool
+	ppid          int
+}
+
+// deadOrphan reports whether p is a zombie dead whole whose parent is no
+// process of the run (of: the run's pids): not left (leftovers).
+func (p runProc) deadOrphan(of map[int]bool) bool {
+	return p.zombie && p.whole && !of[p.ppid]
+}
+
+// runProcs lists the processes of run runID, and their pids as a set.
+func runProcs(runID string) ([]runProc, map[int]bool) {
 	self := os.Getpid()
 	id := []byte(runID)
-	type proc struct {
-		pid           int
-		line          string
-		zombie, whole bool
-		ppid          int
-	}
-	var found []proc
+	var found []runProc
 	of := map[int]bool{}
 	for _, p := range procs() {
 		if p == self {
@@ -374,7 +389,7 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 				// left in the group.
 				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
 				pp, _ := strconv.Atoi(ppid)
-				found = append(found, proc{
+				found = append(found, runProc{
 					pid:    p,
 					line:   fmt.Sprintf("process %d (%s, uid %s, state %s, ppid %s, %s): %.120s", p, strings.TrimSpace(string(comm)), uid, state, ppid, f, cmdline(p)),
 					zombie: strings.HasPrefix(state, "Z"),
@@ -386,8 +401,15 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 			}
 		}
 	}
+	return found, of
+}
+
+// leftoversAndZombies is leftovers, and the dead zombies it does not count
+// (to be logged).
+func leftoversAndZombies(runID string) (out, zombies []string) {
+	found, of := runProcs(runID)
 	for _, p := range found {
-		if p.zombie && p.whole && !of[p.ppid] {
+		if p.deadOrphan(of) {
 			zombies = append(zombies, p.line)
 			continue
 		}
@@ -411,7 +433,7 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 	}
 	for _, d := range []string{filepath.Join(privateBase, runID), filepath.Join(ingressBase, runID)} {
 		if _, err := os.Lstat(d); err == nil {
-			out = append(out, "directory "+d)
+			out = append(out, "directory "+d+holding(d))
 		}
 	}
 	return out, zombies
@@ -449,6 +471,30 @@ func assertNothingLeft(t *testing.T, runID string, since time.Time) {
 	}
 	t.Errorf("%d things of run %s left %v after the fault%s:\n  %s", len(left), runID, time.Since(since).Round(time.Millisecond),
 		lastSeen(gone), strings.Join(left, "\n  "))
+}
+
+// holding names what directory d holds, two levels deep and at most 8
+// entries, for a leftover's report: what was left says who left it.
+func holding(d string) string {
+	var names []string
+	_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+		if err != nil || p == d {
+			return nil
+		}
+		rel, _ := filepath.Rel(d, p)
+		if len(names) == 8 {
+			return filepath.SkipAll
+		}
+		names = append(names, rel)
+		if de.IsDir() && strings.Count(rel, "/") >= 1 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if len(names) == 0 {
+		return " (empty)"
+	}
+	return " (holding " + strings.Join(names, ", ") + ")"
 }
 
 // stillLeft calls list every 20 ms until it returns nothing or
