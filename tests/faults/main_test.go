@@ -433,7 +433,7 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 	}
 	for _, d := range []string{filepath.Join(privateBase, runID), filepath.Join(ingressBase, runID)} {
 		if _, err := os.Lstat(d); err == nil {
-			out = append(out, "directory "+d+holding(d))
+			out = append(out, "directory "+d)
 		}
 	}
 	return out, zombies
@@ -468,6 +468,11 @@ func assertNothingLeft(t *testing.T, runID string, since time.Time) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for i, l := range left {
+		if d, ok := strings.CutPrefix(l, "directory "); ok {
+			left[i] += holding(d)
+		}
 	}
 	t.Errorf("%d things of run %s left %v after the fault%s:\n  %s", len(left), runID, time.Since(since).Round(time.Millisecond),
 		lastSeen(gone), strings.Join(left, "\n  "))
