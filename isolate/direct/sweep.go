@@ -123,14 +123,15 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 		// paused to libcontainer, which then refuses the stopped
 		// container's status, and a frozen process never takes its
 		// SIGKILL on cgroup v1.
-		thawDirs(r.sandboxCgroups(e))
+		leaves := r.sandboxCgroups(e)
+		thawDirs(leaves)
 		if e.Container != "" {
 			if !idPattern.MatchString(e.Container) {
 				return fmt.Errorf("journalled container id %q is invalid", e.Container)
 			}
 			errs = append(errs, r.reclaimContainer(ctx, e.Container))
 		}
-		errs = append(errs, removeDirs(ctx, r.sandboxCgroups(e)))
+		errs = append(errs, removeDirs(ctx, leaves))
 		if e.Scratch != "" {
 			if !within(e.Scratch, r.scratch) {
 				return fmt.Errorf("journalled scratch %s is outside %s", e.Scratch, r.scratch)
