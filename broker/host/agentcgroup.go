@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,15 +160,12 @@ func (a AgentCgroup) Dirs() []string {
 	return []string{a.FreezerDir, a.CpusetDir}
 }
 
-// runIDPattern is proto's one run-id rule.
-var runIDPattern = regexp.MustCompile(proto.RunIDPattern)
-
 // PlanAgentCgroup computes the agent's cgroup paths and the CPU split for
 // run runID, whose sandboxes use the parent cgroup parent. It creates
 // nothing.
 func PlanAgentCgroup(runID, parent string) (AgentCgroup, error) {
-	if !runIDPattern.MatchString(runID) {
-		return AgentCgroup{}, fmt.Errorf("agent cgroup: bad run id %q", runID)
+	if err := proto.ValidateRunID(runID); err != nil {
+		return AgentCgroup{}, fmt.Errorf("agent cgroup: %w", err)
 	}
 	split, err := SplitCPUs()
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // The watchdog is a tiny process that awf run starts before anything of the
@@ -49,8 +51,8 @@ type Watchdog struct {
 // StartWatchdog starts exe in its watchdog mode for the run of layout l.
 // Its messages go to logw.
 func StartWatchdog(exe string, l Layout, logw io.Writer) (*Watchdog, error) {
-	if !runIDPattern.MatchString(l.RunID) {
-		return nil, fmt.Errorf("watchdog: bad run id %q", l.RunID)
+	if err := proto.ValidateRunID(l.RunID); err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -105,8 +107,8 @@ func (w *Watchdog) Abandon() {
 // and, unless awf run said "done", reclaims the run. It reports what it
 // did on logw.
 func RunWatchdog(pipe io.Reader, privateBase, ingressBase, auditArchive, runID string, logw io.Writer) error {
-	if !runIDPattern.MatchString(runID) {
-		return fmt.Errorf("watchdog: bad run id %q", runID)
+	if err := proto.ValidateRunID(runID); err != nil {
+		return fmt.Errorf("watchdog: %w", err)
 	}
 	b, _ := io.ReadAll(io.LimitReader(pipe, 64))
 	if string(b) == watchdogDone {
@@ -194,8 +196,8 @@ func waitRunLock(ctx context.Context, path string, wait time.Duration) (*os.File
 // run, lives on). It returns once the cgroups are empty, or with an error
 // when ctx ends first.
 func KillRun(ctx context.Context, runID string, keep func(dir string) bool) error {
-	if !runIDPattern.MatchString(runID) {
-		return fmt.Errorf("kill run: bad run id %q", runID)
+	if err := proto.ValidateRunID(runID); err != nil {
+		return fmt.Errorf("kill run: %w", err)
 	}
 	self := os.Getpid()
 	for {
