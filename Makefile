@@ -58,6 +58,7 @@ test-cgroup2: build
 
 lint: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum: not tidy (the diff above); run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	@command -v staticcheck >/dev/null || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
