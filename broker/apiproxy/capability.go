@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -63,6 +64,8 @@ type capability struct {
 	token  []byte // the whole token, compared in constant time
 	caller string
 	limits Limits
+	// transport is this capability's own upstream connection pool.
+	transport *http.Transport
 
 	used    int
 	revoked bool
@@ -80,8 +83,9 @@ func newRegistry() *registry {
 	return &registry{caps: map[[sha256.Size]byte]*capability{}}
 }
 
-// issue creates a capability for caller with limits l and returns its token.
-func (r *registry) issue(caller string, l Limits) (string, error) {
+// issue creates a capability for caller with limits l, whose requests go
+// upstream through rt alone, and returns its token.
+func (r *registry) issue(caller string, l Limits, rt *http.Transport) (string, error) {
 	if !callerShape.MatchString(caller) {
 		return "", fmt.Errorf("capability: caller %q: want 1..64 of A-Z a-z 0-9 . _ -", caller)
 	}
@@ -100,8 +104,17 @@ func (r *registry) issue(caller string, l Limits) (string, error) {
 	l.Models = models
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.caps[sha256.Sum256([]byte(tok))] = &capability{token: []byte(tok), caller: caller, limits: l}
+	r.caps[sha256.Sum256([]byte(tok))] = &capability{token: []byte(tok), caller: caller, limits: l, transport: rt}
 	return tok, nil
+}
+
+// closeIdle closes the idle upstream connections of every capability.
+func (r *registry) closeIdle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.caps {
+		c.transport.CloseIdleConnections()
+	}
 }
 
 // revoke marks tok revoked; it reports whether tok was issued. A revoked
@@ -114,6 +127,9 @@ func (r *registry) revoke(tok string) bool {
 		return false
 	}
 	c.revoked = true
+	// Its requests are over (the broker revokes after teardown); one still
+	// in flight returns its connection to this pool, which nobody reuses.
+	c.transport.CloseIdleConnections()
 	return true
 }
 

@@ -89,10 +89,11 @@ type upstream struct {
 // Proxy is the API proxy's HTTP handler. It is safe for concurrent use.
 type Proxy struct {
 	upstreams map[Protocol]*upstream
-	transport *http.Transport
-	caps      *registry
-	audit     *jsonfile.Log
-	now       func() time.Time
+	// newTransport makes each capability's own upstream connection pool.
+	newTransport func() *http.Transport
+	caps         *registry
+	audit        *jsonfile.Log
+	now          func() time.Time
 
 	dialsMu sync.Mutex // guards dials
 	dials   []string
@@ -127,7 +128,19 @@ func New(o Options) (*Proxy, error) {
 		p.upstreams[t.Protocol] = &upstream{protocol: t.Protocol, url: base + t.Protocol.Path(), key: t.Key}
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	p.transport = &http.Transport{
+	p.newTransport = func() *http.Transport {
+		return p.upstreamTransport(dialer, o.TestOnlyRootCAs)
+	}
+	return p, nil
+}
+
+// upstreamTransport is one upstream connection pool. Each capability gets
+// its own (issue), so no caller finds a connection, a TLS session or an
+// HTTP/2 stream count that another caller's requests left: the primary
+// agent cannot time whether an enclave, which reads the repository, spoke
+// to the provider, or how much.
+func (p *Proxy) upstreamTransport(dialer *net.Dialer, roots *x509.CertPool) *http.Transport {
+	return &http.Transport{
 		// Never an HTTP(S)_PROXY from the environment: the upstream is
 		// the configured one, reached directly.
 		Proxy: nil,
@@ -138,7 +151,7 @@ func New(o Options) (*Proxy, error) {
 			return dialer.DialContext(ctx, network, addr)
 		},
 		// RootCAs nil means the system roots; verification is never off.
-		TLSClientConfig:        &tls.Config{RootCAs: o.TestOnlyRootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConnsPerHost:    8,
@@ -146,7 +159,6 @@ func New(o Options) (*Proxy, error) {
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	return p, nil
 }
 
 // checkBaseURL accepts https, or http to a loopback IP address only; no
@@ -181,11 +193,12 @@ func (p *Proxy) Issue(caller string, l Limits) (string, error) {
 			return "", fmt.Errorf("capability for %s: %s is not a configured target", caller, proto)
 		}
 	}
-	return p.caps.issue(caller, l)
+	return p.caps.issue(caller, l, p.newTransport())
 }
 
 // Revoke ends a capability: every later request with it is refused (and
-// audited as revoked). It reports whether token was issued here.
+// audited as revoked), and its idle upstream connections are closed. It
+// reports whether token was issued here.
 func (p *Proxy) Revoke(token string) bool { return p.caps.revoke(token) }
 
 // Dials returns every upstream address the proxy has dialled, in order.
@@ -197,8 +210,8 @@ func (p *Proxy) Dials() []string {
 	return append([]string(nil), p.dials...)
 }
 
-// Close drops idle upstream connections.
-func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+// Close drops every capability's idle upstream connections.
+func (p *Proxy) Close() { p.caps.closeIdle() }
 
 // responseHeaders are the upstream response headers a caller receives;
 // every other one is dropped.
@@ -273,7 +286,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, e *Entry) (int, in
 	if rf := p.caps.reserve(c); rf != nil {
 		return 0, 0, rf
 	}
-	return p.forward(ctx, w, up, body, c.limits.MaxResponseBytes, e)
+	return p.forward(ctx, w, c.transport, up, body, c.limits.MaxResponseBytes, e)
 }
 
 // readCapped reads the request body, at most max bytes, within ctx.
@@ -309,7 +322,7 @@ func readCapped(ctx context.Context, r *http.Request, max int64) ([]byte, *Refus
 // proxy's own headers, reads the answer (capped, within ctx), checks that a
 // 2xx answer is one strict JSON object, and writes it back with only the
 // allowlisted headers.
-func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, up *upstream, body []byte, max int64, e *Entry) (int, int64, *Refusal) {
+func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, rt http.RoundTripper, up *upstream, body []byte, max int64, e *Entry) (int, int64, *Refusal) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, refuse(CodeUpstreamFailed, "the upstream request could not be built")
@@ -326,7 +339,7 @@ func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, up *upstream
 	default:
 		req.Header.Set("Authorization", "Bearer "+up.key)
 	}
-	resp, err := p.transport.RoundTrip(req)
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, 0, refuse(CodeUpstreamTimeout, "the provider did not answer before the deadline")

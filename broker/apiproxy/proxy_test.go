@@ -419,6 +419,48 @@ func TestProxyRequestCapIs403(t *testing.T) {
 	}
 }
 
+// TestProxyCapabilitiesShareNoUpstreamConnection is the receiving end of a
+// channel through the proxy's connection pool: were it shared, the primary
+// agent's next request would reuse the connection an enclave's requests left
+// open, and its latency would say whether (and, with HTTP/2's one connection,
+// how busily) the enclave talked to the provider. Each capability reuses only
+// its own connections, and a revoked one's are closed.
+func TestProxyCapabilitiesShareNoUpstreamConnection(t *testing.T) {
+	var turns []fakeprovider.Turn
+	for i := 0; i < 6; i++ {
+		turns = append(turns, fakeprovider.Turn{Kind: fakeprovider.Finish})
+	}
+	r := newRig(t, turns...)
+	agent := r.issue(t, defaultLimits())
+	enclave, err := r.proxy.Issue("enclave-1", defaultLimits())
+	require.NoError(t, err)
+	call := func(tok string) {
+		t.Helper()
+		resp, b := r.do(t, http.MethodPost, OpenAI.Path(), http.Header{"Authorization": {"Bearer " + tok}}, fakeprovider.OpenAIRequest(openAIModel, 10))
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	}
+	for _, step := range []struct {
+		who   string
+		tok   string
+		conns int
+	}{
+		{"agent", agent, 1},
+		{"agent again: its own idle connection", agent, 1},
+		{"enclave: a connection of its own", enclave, 2},
+		{"enclave again", enclave, 2},
+		{"agent after the enclave: still its own", agent, 2},
+	} {
+		call(step.tok)
+		assert.Equal(t, step.conns, r.fake.Conns(), step.who)
+	}
+	require.True(t, r.proxy.Revoke(enclave))
+	second, err := r.proxy.Issue("enclave-2", defaultLimits())
+	require.NoError(t, err)
+	call(second)
+	assert.Equal(t, 3, r.fake.Conns(), "the next enclave dials anew")
+	assert.Equal(t, []string{r.fake.Addr(), r.fake.Addr(), r.fake.Addr()}, r.proxy.Dials(), "every dial to the fake provider only")
+}
+
 func TestProxyConcurrentRequestsNeverExceedCap(t *testing.T) {
 	var turns []fakeprovider.Turn
 	for i := 0; i < 5; i++ {
