@@ -325,9 +325,12 @@ func Serve(ctx context.Context, s Spec) error {
 	if s.Handoff {
 		// Shutdown closes handed-off listeners too and waits for their
 		// connections, so their goroutines need no tracking here.
+		// The receiver owns the socket and closes it when the sender
+		// closes its end: closing it here, under a blocked Recvmsg, would
+		// neither wake that call nor be safe (the descriptor's number could
+		// be reused while the call still names it).
 		h := os.NewFile(fdHandoff, "handoff")
 		go receiveListeners(h, func(l net.Listener) { go serve(l) })
-		defer h.Close()
 	}
 	if s.Control {
 		if s.Enclave == nil {
@@ -404,8 +407,10 @@ func NewServer(p *Proxy, timeout time.Duration) *http.Server {
 }
 
 // receiveListeners reads listener descriptors sent over the Unix socket h
-// (one per message, SCM_RIGHTS) and serves each, until h is closed.
+// (one per message, SCM_RIGHTS) and serves each, until the sender closes
+// its end; then it closes h.
 func receiveListeners(h *os.File, serve func(net.Listener)) {
+	defer h.Close()
 	for {
 		l, err := RecvListener(h)
 		if err != nil {
