@@ -350,7 +350,10 @@ func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, rt http.Roun
 	e.UpstreamStatus = resp.StatusCode
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case ctx.Err() != nil:
+		// Past the deadline whatever arrived: the transport can still hand
+		// over an answer that the cancellation itself provoked (an HTTP/1.1
+		// server sees the client go and ends its handler with an empty 200).
 		return 0, 0, refuse(CodeUpstreamTimeout, "the provider's answer did not complete before the deadline")
 	case err != nil:
 		return 0, 0, refuse(CodeUpstreamInvalid, "the provider's answer was cut short")
