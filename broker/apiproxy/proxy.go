@@ -89,11 +89,13 @@ type upstream struct {
 // Proxy is the API proxy's HTTP handler. It is safe for concurrent use.
 type Proxy struct {
 	upstreams map[Protocol]*upstream
-	// newTransport makes each capability's own upstream connection pool.
-	newTransport func() *http.Transport
-	caps         *registry
-	audit        *jsonfile.Log
-	now          func() time.Time
+	// dialer and roots make each capability's own connection pool
+	// (newTransport).
+	dialer *net.Dialer
+	roots  *x509.CertPool
+	caps   *registry
+	audit  *jsonfile.Log
+	now    func() time.Time
 
 	dialsMu sync.Mutex // guards dials
 	dials   []string
@@ -127,19 +129,17 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.upstreams[t.Protocol] = &upstream{protocol: t.Protocol, url: base + t.Protocol.Path(), key: t.Key}
 	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	p.newTransport = func() *http.Transport {
-		return p.upstreamTransport(dialer, o.TestOnlyRootCAs)
-	}
+	p.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	p.roots = o.TestOnlyRootCAs
 	return p, nil
 }
 
-// upstreamTransport is one upstream connection pool. Each capability gets
-// its own (issue), so no caller finds a connection, a TLS session or an
-// HTTP/2 stream count that another caller's requests left: the primary
-// agent cannot time whether an enclave, which reads the repository, spoke
-// to the provider, or how much.
-func (p *Proxy) upstreamTransport(dialer *net.Dialer, roots *x509.CertPool) *http.Transport {
+// newTransport is one upstream connection pool. Each capability gets its
+// own (Issue), so no caller finds a connection, a TLS session or an HTTP/2
+// stream count that another caller's requests left: the primary agent
+// cannot time whether an enclave, which reads the repository, spoke to the
+// provider, or how much.
+func (p *Proxy) newTransport() *http.Transport {
 	return &http.Transport{
 		// Never an HTTP(S)_PROXY from the environment: the upstream is
 		// the configured one, reached directly.
@@ -148,10 +148,10 @@ func (p *Proxy) upstreamTransport(dialer *net.Dialer, roots *x509.CertPool) *htt
 			p.dialsMu.Lock()
 			p.dials = append(p.dials, addr)
 			p.dialsMu.Unlock()
-			return dialer.DialContext(ctx, network, addr)
+			return p.dialer.DialContext(ctx, network, addr)
 		},
 		// RootCAs nil means the system roots; verification is never off.
-		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConnsPerHost:    8,
