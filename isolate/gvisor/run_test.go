@@ -34,11 +34,14 @@ func TestRunTrivialQuery(t *testing.T) {
 var backend = isolatetest.Backend[*Runtime]{
 	New: newTestRuntime, Template: template, Leftovers: requireNoLeftovers,
 	// The positive control of the page-cache channel only shows that
-	// the timing receiver works on this host; reads through the gofer
-	// scatter on a loaded host, so it gets three tries. The separation
-	// check gets one.
+	// the timing receiver works on this host. Every read through the
+	// Sentry is a jittery trip that dwarfs a cold page's few
+	// microseconds, so one run decodes from about three bits in five (a
+	// loaded host) to three in four: the control pools up to eight runs
+	// (residency.ControlPassed), and a quiet host passes in two. The
+	// separation check gets one.
 	EvictRoot:        func(t testing.TB, _ *Runtime) { require.NoError(t, residency.EvictCarriers(testRoot)) },
-	RootControlTries: 3, Unit: "invocation",
+	RootControlTries: 8, Unit: "invocation",
 	LimitCases: []isolatetest.LimitCase{
 		{Name: "memory", Want: isolate.KindOOM,
 			Limits: func(l *isolate.Limits) { l.MemoryBytes = 128 << 20 },

@@ -5,7 +5,7 @@
 // the seccomp policy still allows it, and by timing the first read
 // everywhere). Run in two invocations, the receiver must decode the
 // sender's secret at chance; run as one invocation (Both), it must decode
-// it, which proves the receiver works on this host.
+// it, which proves the receiver works on this host (see ControlPassed).
 //
 // It runs nothing itself and is imported only by tests.
 package residency
@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
 	"os"
@@ -41,19 +42,45 @@ const (
 // Bits is the number of bits one sender carries.
 const Bits = 64
 
+// Alpha is the chance level of both checks: a receiver that guesses each
+// bit fairly reaches the bound a check uses with probability below Alpha.
+const Alpha = 0.001
+
 // ChanceMax is the most bits a receiver may decode correctly and still be
-// at chance: the number correct of 64 fair guesses exceeds 44 with
-// probability below 0.001.
+// at chance: AboveChance(Bits, Alpha)-1 (the number correct of 64 fair
+// guesses exceeds 44 with probability below 0.001).
 const ChanceMax = 44
 
-// ControlMin is the fewest bits the positive control must decode: a
-// receiver that cannot tell a page it just loaded from a cold one proves
-// nothing about separation. The control must beat the same chance band the
-// separation check uses (fair guesses exceed ChanceMax with probability
-// below 0.001), so a receiver that passes it is known to see residency on
-// this host; timing through gVisor's gofer on a loaded host lands the
-// control anywhere from there to 64.
-const ControlMin = ChanceMax + 1
+// AboveChance returns the fewest correct bits out of n that fair guesses
+// reach with probability below alpha: a receiver that decodes at least
+// that many sees the bits, at level alpha.
+func AboveChance(n int, alpha float64) int {
+	// Sum the tail P(X >= k) of Binomial(n, 1/2) from k = n down, each
+	// term in logs: C(n, k) alone overflows a float64 for large n.
+	tail := 0.0
+	for k := n; k >= 0; k-- {
+		lc, _ := math.Lgamma(float64(n + 1))
+		lk, _ := math.Lgamma(float64(k + 1))
+		lnk, _ := math.Lgamma(float64(n - k + 1))
+		tail += math.Exp(lc - lk - lnk - float64(n)*math.Ln2)
+		if tail >= alpha {
+			return k + 1
+		}
+	}
+	return 0
+}
+
+// ControlPassed reports whether the positive control has shown, at level
+// Alpha, that the receiver sees residency, after the looks-th of at most
+// tries one-invocation runs whose correct bits add up to correct. The runs
+// pool: on a jittery host one run of 64 bits may land anywhere around the
+// receiver's accuracy, and more bits at the same level tell it from chance
+// far more surely than the best of several runs. Each look is tested at
+// Alpha/tries, so that stopping at the first look that passes keeps the
+// chance of passing by luck below Alpha overall.
+func ControlPassed(correct, looks, tries int) bool {
+	return correct >= AboveChance(looks*Bits, Alpha/float64(tries))
+}
 
 // Script returns the probe script for mode, carrying secret.
 func Script(mode Mode, secret uint64) []byte {
@@ -139,17 +166,19 @@ func EvictCarriers(root string) error {
 
 // Result is what a receiver decoded.
 type Result struct {
-	Timing  uint64   // bits decoded by timing
-	Mincore *uint64  // bits decoded by mincore; nil when the sandbox refused it
-	Ns      []uint64 // time of each first read, in nanoseconds
+	Timing  uint64  // bits decoded by timing
+	Mincore *uint64 // bits decoded by mincore; nil when the sandbox refused it
+	// Ns is, for each carrier, the time of its first read less that of
+	// the reference read just before it, in nanoseconds.
+	Ns []int64
 }
 
 // Parse decodes a receiver's /query/out.
 func Parse(out []byte) (Result, error) {
 	var raw struct {
-		Timing  string   `json:"timing"`
-		Mincore *string  `json:"mincore"`
-		Ns      []uint64 `json:"ns"`
+		Timing  string  `json:"timing"`
+		Mincore *string `json:"mincore"`
+		Ns      []int64 `json:"ns"`
 	}
 	var r Result
 	if err := json.Unmarshal(out, &raw); err != nil {
