@@ -24,8 +24,8 @@ type Backend[R isolate.Runtime] struct {
 	// EvictRoot drops from the host's page cache every file through which
 	// r's sandboxes could read their root (RootPageCacheNotShared's evict).
 	EvictRoot func(testing.TB, R)
-	// RootControlTries are the tries of that test's positive control
-	// (one when zero), and Unit what one job runs in, for its messages:
+	// RootControlTries is the most runs that test's positive control
+	// pools (one when zero), and Unit what one job runs in, for its messages:
 	// "container" or "invocation".
 	RootControlTries int
 	Unit             string
