@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
-	"time"
 
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/broker/sysuser"
 )
 
 // agentUser resolves the user the probes run as: the named one (through the
@@ -22,18 +20,12 @@ func agentUser(ctx context.Context, name string) (a host.Agent, release func() e
 		return a, none, err
 	}
 	tmp := fmt.Sprintf("awf-verify-%d", os.Getpid()%100000)
-	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(uctx, "useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-		"--shell", "/usr/sbin/nologin", tmp).CombinedOutput()
-	if err != nil {
-		return a, none, fmt.Errorf("agentcheck: create the agent user %s (or pass --agent-user NAME): %v: %s", tmp, err, strings.TrimSpace(string(out)))
+	if err := sysuser.Create(ctx, tmp); err != nil {
+		return a, none, fmt.Errorf("agentcheck: the agent user (or pass --agent-user NAME): %w", err)
 	}
 	release = func() error {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if out, err := exec.CommandContext(dctx, "userdel", tmp).CombinedOutput(); err != nil {
-			return fmt.Errorf("agentcheck: remove the agent user %s: %v: %s", tmp, err, strings.TrimSpace(string(out)))
+		if err := sysuser.Remove(ctx, tmp); err != nil {
+			return fmt.Errorf("agentcheck: the agent user: %w", err)
 		}
 		return nil
 	}
