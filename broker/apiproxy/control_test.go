@@ -147,7 +147,7 @@ func TestProcessControlChannel(t *testing.T) {
 	require.NoError(t, os.WriteFile(ca, fake.CertPEM(), 0o644))
 	t.Setenv("SSL_CERT_FILE", ca)
 	lim := enclaveLimits()
-	spec := Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, AuditFile), Control: true, Enclave: &lim,
+	spec := Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, AuditFile), Control: true, Enclave: &lim, User: testUser(t),
 		Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}
 	specPath := filepath.Join(dir, "api-proxy.json")
 	require.NoError(t, WriteSpec(specPath, spec))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/broker/jsonfile"
+	"github.com/awf-project/awf/broker/sysuser"
 
 	"github.com/awf-project/awf/isolate/ownthread"
 )
@@ -56,6 +57,10 @@ type Spec struct {
 	// required with it.
 	Control bool
 	Enclave *Limits
+	// User is who the proxy runs as once it holds its keys, audit log and
+	// listeners (see UserName); a proxy started as root refuses to serve
+	// without one.
+	User *sysuser.IDs
 }
 
 // SpecTarget is one upstream of a Spec, without its key.
@@ -268,8 +273,8 @@ func (p *Process) Stop() error {
 }
 
 // Serve is the proxy process: it reads the keys from fd 3, opens the audit
-// log, listens, issues the agent's capability, reports "ready ADDR TOKEN"
-// on fd 4, and serves until ctx ends.
+// log, listens, issues the agent's capability, drops root for s.User,
+// reports "ready ADDR TOKEN" on fd 4, and serves until ctx ends.
 func Serve(ctx context.Context, s Spec) error {
 	secrets := os.NewFile(fdSecrets, "secrets")
 	var sec Secrets
@@ -311,6 +316,10 @@ func Serve(ctx context.Context, s Spec) error {
 			return err
 		}
 		timeout = s.Agent.Timeout
+	}
+	if err := dropRoot(s.User); err != nil {
+		l.Close()
+		return err
 	}
 	srv := NewServer(p, timeout)
 	sem := make(chan struct{}, MaxConns)

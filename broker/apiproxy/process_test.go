@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/broker/sysuser"
 	"github.com/awf-project/awf/tests/fakeprovider"
 )
 
@@ -50,7 +51,33 @@ func TestMain(m *testing.M) {
 		fmt.Printf("pid %d\n", p.Pid())
 		select {}
 	}
-	os.Exit(m.Run())
+	os.Exit(runWithTestUser(m))
+}
+
+// testUserName is the throwaway system user that these tests' proxy
+// processes drop to (Spec.User); runWithTestUser makes it and removes it.
+const testUserName = "awf-pxtest"
+
+func runWithTestUser(m *testing.M) int {
+	ctx := context.Background()
+	if _, err := sysuser.Ensure(ctx, testUserName); err != nil {
+		fmt.Fprintf(os.Stderr, "apiproxy tests need the system user %s: %v\n", testUserName, err)
+		return 1
+	}
+	code := m.Run()
+	if err := sysuser.Remove(ctx, testUserName); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}
+
+// testUser returns the ids of testUserName, for Spec.User.
+func testUser(t testing.TB) *sysuser.IDs {
+	t.Helper()
+	ids, err := sysuser.Lookup(testUserName)
+	require.NoError(t, err)
+	return &ids
 }
 
 func signalContext() (context.Context, func()) {
@@ -63,14 +90,17 @@ func signalContext() (context.Context, func()) {
 
 // startProcess runs the proxy as a child process in front of fake, with the
 // fake's CA as the system roots (SSL_CERT_FILE, which the process passes on).
+// The CA's directory is root's alone, so only a proxy that loads its roots
+// before it drops root can reach the fake.
 func startProcess(t testing.TB, fake *fakeprovider.Server, agent *Limits, handoff *os.File) (*Process, string) {
 	t.Helper()
 	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
 	ca := filepath.Join(dir, "ca.pem")
 	require.NoError(t, os.WriteFile(ca, fake.CertPEM(), 0o644))
 	t.Setenv("SSL_CERT_FILE", ca)
 	audit := filepath.Join(dir, AuditFile)
-	spec := Spec{Listen: "127.0.0.1:0", AuditPath: audit, Agent: agent, Handoff: handoff != nil,
+	spec := Spec{Listen: "127.0.0.1:0", AuditPath: audit, Agent: agent, Handoff: handoff != nil, User: testUser(t),
 		Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}, {Protocol: Anthropic, BaseURL: fake.URL()}}}
 	specPath := filepath.Join(dir, "api-proxy.json")
 	require.NoError(t, WriteSpec(specPath, spec))
@@ -159,6 +189,35 @@ func TestProcessServesHandedOffListener(t *testing.T) {
 	require.NoError(t, p.Stop())
 }
 
+// TestProcessDropsRoot checks every thread of a serving proxy from
+// outside: the test user's ids, no supplementary group, no capability, not
+// dumpable. The upstream's CA sits in a directory only root may read, so
+// the answer also shows that the proxy loaded its roots before it dropped
+// root.
+func TestProcessDropsRoot(t *testing.T) {
+	fake := fakeprovider.New(t, fakeprovider.Turn{Kind: fakeprovider.Finish})
+	lim := defaultLimits()
+	p, audit := startProcess(t, fake, &lim, nil)
+	fi, err := os.Stat(filepath.Dir(audit))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "the CA's directory must be root's alone")
+	st, b := post(t, "http://"+p.Addr+OpenAI.Path(), p.AgentToken, fakeprovider.OpenAIRequest(openAIModel, 10))
+	require.Equal(t, http.StatusOK, st, string(b))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.Pid()))
+	require.NoError(t, err)
+	require.NotEmpty(t, tasks)
+	for _, task := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", p.Pid(), task.Name()))
+		require.NoError(t, err)
+		assert.NoError(t, checkStatus(string(status), *testUser(t)), "thread %s", task.Name())
+	}
+	// The kernel gives a process that is not dumpable /proc files owned by
+	// root: another proxy of the same uid cannot trace this one.
+	var pst unix.Stat_t
+	require.NoError(t, unix.Stat(fmt.Sprintf("/proc/%d/environ", p.Pid()), &pst))
+	assert.Zero(t, pst.Uid, "the proxy is dumpable after its drop")
+}
+
 func TestStartFailsClosed(t *testing.T) {
 	fake := fakeprovider.New(t)
 	dir := t.TempDir()
@@ -167,22 +226,29 @@ func TestStartFailsClosed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec Spec
+		log  string
 	}{
 		{"non-loopback listen", Spec{Listen: "0.0.0.0:0", AuditPath: filepath.Join(dir, "a1.jsonl"),
-			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}},
+			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}, ""},
 		{"no audit dir", Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, "missing", "a.jsonl"),
-			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}},
+			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}, ""},
 		{"http to a remote host", Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, "a3.jsonl"),
-			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: "http://192.0.2.1"}}}},
+			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: "http://192.0.2.1"}}}, ""},
 		{"target without key", Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, "a4.jsonl"),
-			Targets: []SpecTarget{{Protocol: Anthropic, BaseURL: fake.URL()}}}},
+			Targets: []SpecTarget{{Protocol: Anthropic, BaseURL: fake.URL()}}}, ""},
+		// Run as root, the proxy would serve as root.
+		{"no user to drop to", Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, "a5.jsonl"),
+			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}, "no user to drop to"},
+		{"root as the user", Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, "a6.jsonl"), User: &sysuser.IDs{},
+			Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}, "must not run as root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
 			require.NoError(t, WriteSpec(sp, tc.spec))
 			var logb bytes.Buffer
 			_, err := Start(context.Background(), exe, sp, map[Protocol]string{OpenAI: openAIKey}, nil, &logb)
-			assert.Error(t, err)
+			assert.Error(t, err, "log: %s", logb.String())
+			assert.Contains(t, logb.String(), tc.log)
 			assert.NotContains(t, logb.String(), openAIKey)
 		})
 	}
@@ -254,7 +320,7 @@ func TestProcessDiesWithItsParent(t *testing.T) {
 	dir := t.TempDir()
 	specPath := filepath.Join(dir, "api-proxy.json")
 	require.NoError(t, WriteSpec(specPath, Spec{Listen: "127.0.0.1:0", AuditPath: filepath.Join(dir, AuditFile),
-		Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}))
+		User: testUser(t), Targets: []SpecTarget{{Protocol: OpenAI, BaseURL: fake.URL()}}}))
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	parent := exec.Command(exe, "proxy-parent", specPath)

@@ -49,6 +49,11 @@ func startAPIProxy(ctx context.Context, exe string, c *config.APIProxy, r *host.
 		return nil, env, nil
 	}
 	spec := apiproxy.SpecFor(c, filepath.Join(r.Layout.AuditDir, apiproxy.AuditFile))
+	u, err := apiproxy.ProxyUser(ctx, r.Agent.UID)
+	if err != nil {
+		return nil, env, err
+	}
+	spec.User = &u
 	if control != nil {
 		if enclave == nil {
 			return nil, env, errors.New("api proxy: bounded agents without their limits")

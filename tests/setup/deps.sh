@@ -2,8 +2,9 @@
 # Installs what awf needs to build and test, only what is missing, on Debian 12
 # or Ubuntu 22.04/24.04, as root (the CI and operator setting). Idempotent.
 #
-#   tests/setup/deps.sh              packages, then the Go toolchain
+#   tests/setup/deps.sh              packages, the API proxy's user, then the Go toolchain
 #   tests/setup/deps.sh packages     the distribution packages only
+#   tests/setup/deps.sh users        the API proxy's system user only
 #   tests/setup/deps.sh toolchain    the Go toolchain only
 #
 # The Go toolchain: when the go on PATH is missing or older than go.mod asks,
@@ -233,9 +234,20 @@ fetch_work=
 cleanup() { if [ -n "$fetch_work" ]; then chmod -R u+w "$fetch_work" 2>/dev/null || true; rm -rf "$fetch_work"; fi; }
 trap cleanup EXIT
 
+# The system user awf's API proxy process drops to once it listens
+# (apiproxy.UserName; awf run creates it the same way when it is missing).
+# Made here, as a package's install step would, so that no test run makes it.
+users() {
+  local u=awf-proxy
+  id -u "$u" >/dev/null 2>&1 && return 0
+  say "creating the system user $u"
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u"
+}
+
 case "${1:-all}" in
-  all) packages; toolchain ;;
+  all) packages; users; toolchain ;;
   packages) packages ;;
+  users) users ;;
   toolchain) toolchain ;;
-  *) die "usage: deps.sh [all|packages|toolchain]" ;;
+  *) die "usage: deps.sh [all|packages|users|toolchain]" ;;
 esac
