@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,6 +122,7 @@ func TestAPIProxyPrimaryAgent(t *testing.T) {
 				fakeprovider.Turn{Kind: fakeprovider.Prose})
 			ca := filepath.Join(t.TempDir(), "fake-ca.pem")
 			require.NoError(t, os.WriteFile(ca, fake.CertPEM(), 0o644))
+			proxyUIDs := watchProxyUIDs(t)
 			res := awfRun(t, apiProxyConfig(t, fake, network), apiProxyAgent(t),
 				"OPENAI_API_KEY="+e2eOpenAIKey, "E2E_ANTHROPIC_KEY="+e2eAnthropicKey,
 				// The system roots, as Go reads them: the fake's CA only.
@@ -132,6 +138,13 @@ func TestAPIProxyPrimaryAgent(t *testing.T) {
 			assert.Equal(t, "0", got["PROC_HITS"], "a real key is visible in the agent's /proc")
 			assert.Equal(t, "0", got["FILE_HITS"], "a real key is in a file the agent can read")
 			assert.Equal(t, "0", got["PRIVATE"], "the agent sees the private roots (and the proxy log)")
+			proxyUser, err := user.Lookup("awf-proxy") // docs/api-proxy.md
+			require.NoError(t, err, "awf makes the proxy's user")
+			seen := proxyUIDs()
+			require.NotEmpty(t, seen, "no api proxy process was seen")
+			for pid, uids := range seen {
+				assert.Equal(t, strings.Repeat(proxyUser.Uid+" ", 4), uids, "proxy %d serves as root, not as its own user", pid)
+			}
 			assert.Equal(t, "200", got["OPENAI_STATUS"])
 			assert.Equal(t, "200", got["ANTHROPIC_STATUS"])
 			assert.Equal(t, "reply", got["ANTHROPIC_BODY"])
@@ -201,5 +214,56 @@ func assertRunRemoved(t *testing.T, stderr string) {
 	for _, d := range []string{"/var/lib/awf/private/" + id, "/run/awf-ingress/" + id} {
 		_, err := os.Stat(d)
 		assert.True(t, os.IsNotExist(err), "run directory left behind: %s", d)
+	}
+}
+
+// watchProxyUIDs polls the host's /proc, until the test ends, for api proxy
+// processes (awf's "run --api-proxy" child). What it returns gives, for each
+// one seen, the real, effective, saved and filesystem uids of its last
+// sighting: after the proxy has served, they are the ones it served as.
+func watchProxyUIDs(t *testing.T) func() map[int]string {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[int]string{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, c := range cmdlines {
+				b, err := os.ReadFile(c)
+				if err != nil || !strings.Contains(string(b), "\x00run\x00--api-proxy\x00") {
+					continue
+				}
+				st, err := os.ReadFile(filepath.Join(filepath.Dir(c), "status"))
+				if err != nil {
+					continue
+				}
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
+				for _, line := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+						mu.Lock()
+						seen[pid] = strings.Join(strings.Fields(v), " ") + " "
+						mu.Unlock()
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return func() map[int]string {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
 	}
 }
