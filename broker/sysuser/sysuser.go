@@ -7,11 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"os/user"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // timeout bounds one useradd or userdel: they lock /etc/passwd and may
@@ -49,6 +52,16 @@ func Lookup(name string) (IDs, error) {
 func Create(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	unlock, err := lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return create(ctx, name)
+}
+
+// create is Create under the lock.
+func create(ctx context.Context, name string) error {
 	out, err := exec.CommandContext(ctx, "useradd", "--system", "--user-group", "--no-create-home",
 		"--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
 	if err != nil {
@@ -58,19 +71,31 @@ func Create(ctx context.Context, name string) error {
 }
 
 // Ensure returns the ids of the user called name, creating it as Create
-// does when it does not exist. Another process may create it at the same
-// moment: then its user is the one returned.
+// does when it does not exist. Concurrent callers (two awf runs) get the
+// same user: useradd checks that a name is free before it takes its own
+// lock, so two of them for one name can both succeed, the later one
+// rewriting the entry with another uid after the first caller read it.
+// The check and the useradd therefore run under lockPath.
 func Ensure(ctx context.Context, name string) (IDs, error) {
 	ids, err := Lookup(name)
 	if !errors.Is(err, ErrUnknown) {
 		return ids, err
 	}
-	cerr := Create(ctx, name)
-	ids, err = Lookup(name)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	unlock, err := lock(ctx)
 	if err != nil {
-		return ids, errors.Join(cerr, err)
+		return ids, err
 	}
-	return ids, nil
+	defer unlock()
+	ids, err = Lookup(name)
+	if !errors.Is(err, ErrUnknown) {
+		return ids, err
+	}
+	if err := create(ctx, name); err != nil {
+		return ids, err
+	}
+	return Lookup(name)
 }
 
 // Remove deletes the user called name (and the group useradd made for it).
@@ -78,8 +103,42 @@ func Ensure(ctx context.Context, name string) (IDs, error) {
 func Remove(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	unlock, err := lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if out, err := exec.CommandContext(ctx, "userdel", name).CombinedOutput(); err != nil {
 		return fmt.Errorf("remove system user %s: userdel: %v: %s", name, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// lockPath is the file that awf's useradd and userdel calls take turns on.
+// It lives on /run, so a lock never outlives a boot.
+const lockPath = "/run/awf-sysuser.lock"
+
+// lock takes lockPath exclusively, waiting until ctx ends; the returned
+// function releases it.
+func lock(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("system users: lock: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("system users: lock %s: %w", lockPath, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("system users: wait for %s: %w", lockPath, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
