@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker/sysuser"
-	"github.com/awf-project/awf/isolate"
 )
 
 // UserName is the system user the proxy process runs as once it listens.
@@ -26,32 +25,39 @@ import (
 // the proxy, and they would share the per-uid process limit).
 const UserName = "awf-proxy"
 
+// Others are the ids that the proxy must not share: the agent user's uid,
+// and the uid and gid the sandboxes run as. The caller names them, so that
+// this package (which fakes and the agent loop's tests import) does not
+// pull in the sandbox packages; -1 names none.
+type Others struct {
+	AgentUID, SandboxUID, SandboxGID int
+}
+
 // ProxyUser returns the ids of UserName, creating it as a system user the
-// first time, as a package's install step would; agentUID is the agent
-// user's uid. Ids that the proxy must not share are refused.
-func ProxyUser(ctx context.Context, agentUID int) (sysuser.IDs, error) {
+// first time, as a package's install step would. Ids that the proxy would
+// share with root or with others are refused.
+func ProxyUser(ctx context.Context, others Others) (sysuser.IDs, error) {
 	ids, err := sysuser.Ensure(ctx, UserName)
 	if err != nil {
 		return ids, fmt.Errorf("api proxy: the proxy's user: %w", err)
 	}
-	if err := checkUser(ids, agentUID); err != nil {
+	if err := checkUser(ids, others); err != nil {
 		return ids, fmt.Errorf("api proxy: user %s: %w", UserName, err)
 	}
 	return ids, nil
 }
 
-// checkUser refuses ids that the proxy would share with root, the agent or
-// the sandboxes.
-func checkUser(ids sysuser.IDs, agentUID int) error {
+// checkUser refuses ids that the proxy would share with root or others.
+func checkUser(ids sysuser.IDs, others Others) error {
 	switch {
 	case ids.UID == 0 || ids.GID == 0:
 		return fmt.Errorf("uid %d gid %d: the proxy must not run as root or group root", ids.UID, ids.GID)
-	case ids.UID == agentUID:
-		return fmt.Errorf("uid %d is the agent user's", ids.UID)
-	case ids.UID == isolate.SandboxUID || ids.GID == isolate.SandboxGID:
-		return fmt.Errorf("uid %d gid %d: the sandboxes run as %d:%d", ids.UID, ids.GID, isolate.SandboxUID, isolate.SandboxGID)
 	case ids.UID < 0 || ids.GID < 0:
 		return fmt.Errorf("uid %d gid %d are not ids", ids.UID, ids.GID)
+	case ids.UID == others.AgentUID:
+		return fmt.Errorf("uid %d is the agent user's", ids.UID)
+	case ids.UID == others.SandboxUID || ids.GID == others.SandboxGID:
+		return fmt.Errorf("uid %d gid %d: the sandboxes run as %d:%d", ids.UID, ids.GID, others.SandboxUID, others.SandboxGID)
 	}
 	return nil
 }
@@ -65,7 +71,8 @@ func dropRoot(u *sysuser.IDs) error {
 	if u == nil {
 		return errors.New("api proxy: runs as root and its spec names no user to drop to")
 	}
-	if err := checkUser(*u, -1); err != nil {
+	// Root is refused here again; ProxyUser, in awf, checked the others.
+	if err := checkUser(*u, Others{AgentUID: -1, SandboxUID: -1, SandboxGID: -1}); err != nil {
 		return fmt.Errorf("api proxy: %w", err)
 	}
 	// Upstream TLS verifies against the system roots, which Go loads on

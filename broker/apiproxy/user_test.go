@@ -13,21 +13,21 @@ import (
 
 func TestCheckUser(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		ids   sysuser.IDs
-		agent int
-		err   string
+		name string
+		ids  sysuser.IDs
+		err  string
 	}{
-		{"a uid of its own", sysuser.IDs{UID: 998, GID: 998}, 1000, ""},
-		{"root", sysuser.IDs{UID: 0, GID: 998}, 1000, "root"},
-		{"group root", sysuser.IDs{UID: 998, GID: 0}, 1000, "root"},
-		{"the agent's uid", sysuser.IDs{UID: 1000, GID: 998}, 1000, "agent"},
-		{"the sandboxes' uid", sysuser.IDs{UID: 65534, GID: 998}, 1000, "sandboxes"},
-		{"the sandboxes' gid", sysuser.IDs{UID: 998, GID: 65534}, 1000, "sandboxes"},
-		{"negative", sysuser.IDs{UID: -2, GID: 998}, 1000, "not ids"},
+		{"a uid of its own", sysuser.IDs{UID: 998, GID: 998}, ""},
+		{"root", sysuser.IDs{UID: 0, GID: 998}, "root"},
+		{"group root", sysuser.IDs{UID: 998, GID: 0}, "root"},
+		{"the agent's uid", sysuser.IDs{UID: 1000, GID: 998}, "agent"},
+		{"the sandboxes' uid", sysuser.IDs{UID: 65534, GID: 998}, "sandboxes"},
+		{"the sandboxes' gid", sysuser.IDs{UID: 998, GID: 65534}, "sandboxes"},
+		{"negative", sysuser.IDs{UID: -2, GID: 998}, "not ids"},
+		{"-1 is not an id", sysuser.IDs{UID: -1, GID: 998}, "not ids"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := checkUser(c.ids, c.agent)
+			err := checkUser(c.ids, Others{AgentUID: 1000, SandboxUID: 65534, SandboxGID: 65534})
 			if c.err == "" {
 				assert.NoError(t, err)
 				return

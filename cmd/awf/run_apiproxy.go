@@ -13,6 +13,7 @@ import (
 	"github.com/awf-project/awf/broker/apiproxy"
 	"github.com/awf-project/awf/broker/config"
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/isolate"
 )
 
 // apiProxyKeys reads the apiProxy block's keys once, before awf scrubs its
@@ -49,7 +50,8 @@ func startAPIProxy(ctx context.Context, exe string, c *config.APIProxy, r *host.
 		return nil, env, nil
 	}
 	spec := apiproxy.SpecFor(c, filepath.Join(r.Layout.AuditDir, apiproxy.AuditFile))
-	u, err := apiproxy.ProxyUser(ctx, r.Agent.UID)
+	u, err := apiproxy.ProxyUser(ctx, apiproxy.Others{AgentUID: r.Agent.UID,
+		SandboxUID: isolate.SandboxUID, SandboxGID: isolate.SandboxGID})
 	if err != nil {
 		return nil, env, err
 	}
