@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// timeout bounds one useradd or userdel: they lock /etc/passwd and may
-// wait for another holder.
+// timeout bounds one useradd or userdel with the wait for its turn: they
+// lock /etc/passwd and may wait for another holder.
 const timeout = 30 * time.Second
 
 // IDs are a user's uid and primary gid.
@@ -50,14 +50,7 @@ func Lookup(name string) (IDs, error) {
 // Create adds name as a system user with a group of its own, no home
 // directory and no login shell.
 func Create(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	unlock, err := lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return create(ctx, name)
+	return locked(ctx, func(ctx context.Context) error { return create(ctx, name) })
 }
 
 // create is Create under the lock.
@@ -81,19 +74,14 @@ func Ensure(ctx context.Context, name string) (IDs, error) {
 	if !errors.Is(err, ErrUnknown) {
 		return ids, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	unlock, err := lock(ctx)
+	err = locked(ctx, func(ctx context.Context) error {
+		if _, err := Lookup(name); !errors.Is(err, ErrUnknown) {
+			return err // made while this call waited, or unreadable
+		}
+		return create(ctx, name)
+	})
 	if err != nil {
-		return ids, err
-	}
-	defer unlock()
-	ids, err = Lookup(name)
-	if !errors.Is(err, ErrUnknown) {
-		return ids, err
-	}
-	if err := create(ctx, name); err != nil {
-		return ids, err
+		return IDs{}, err
 	}
 	return Lookup(name)
 }
@@ -101,43 +89,40 @@ func Ensure(ctx context.Context, name string) (IDs, error) {
 // Remove deletes the user called name (and the group useradd made for it).
 // ctx may already be done (a cleanup): it runs under its own deadline.
 func Remove(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	unlock, err := lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if out, err := exec.CommandContext(ctx, "userdel", name).CombinedOutput(); err != nil {
-		return fmt.Errorf("remove system user %s: userdel: %v: %s", name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return locked(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		if out, err := exec.CommandContext(ctx, "userdel", name).CombinedOutput(); err != nil {
+			return fmt.Errorf("remove system user %s: userdel: %v: %s", name, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	})
 }
 
 // lockPath is the file that awf's useradd and userdel calls take turns on.
 // It lives on /run, so a lock never outlives a boot.
 const lockPath = "/run/awf-sysuser.lock"
 
-// lock takes lockPath exclusively, waiting until ctx ends; the returned
-// function releases it.
-func lock(ctx context.Context) (func(), error) {
+// locked runs fn holding lockPath exclusively, both under one timeout: the
+// wait for another awf's turn and the useradd or userdel itself.
+func locked(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("system users: lock: %w", err)
+		return fmt.Errorf("system users: lock: %w", err)
 	}
+	defer f.Close()
+	// flock cannot be cancelled: try it until the deadline.
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			return fn(ctx)
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("system users: lock %s: %w", lockPath, err)
+			return fmt.Errorf("system users: lock %s: %w", lockPath, err)
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("system users: wait for %s: %w", lockPath, ctx.Err())
+			return fmt.Errorf("system users: wait for %s: %w", lockPath, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
