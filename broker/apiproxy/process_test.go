@@ -3,6 +3,7 @@ package apiproxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -56,18 +57,24 @@ func TestMain(m *testing.M) {
 
 // testUserName is the throwaway system user that these tests' proxy
 // processes drop to (Spec.User); runWithTestUser makes it and removes it.
+// Under -fuzz, the workers are this binary too and start while the
+// coordinator holds the user: only the process that made it removes it.
 const testUserName = "awf-pxtest"
 
 func runWithTestUser(m *testing.M) int {
 	ctx := context.Background()
+	_, err := sysuser.Lookup(testUserName)
+	made := errors.Is(err, sysuser.ErrUnknown)
 	if _, err := sysuser.Ensure(ctx, testUserName); err != nil {
 		fmt.Fprintf(os.Stderr, "apiproxy tests need the system user %s: %v\n", testUserName, err)
 		return 1
 	}
 	code := m.Run()
-	if err := sysuser.Remove(ctx, testUserName); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
+	if made {
+		if err := sysuser.Remove(ctx, testUserName); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
 	}
 	return code
 }

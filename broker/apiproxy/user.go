@@ -130,32 +130,26 @@ func checkDropped(ids sysuser.IDs) error {
 // checkStatus checks one /proc status file: all four uids and gids are
 // ids', no supplementary group, no capability in any set.
 func checkStatus(status string, ids sysuser.IDs) error {
+	const none = "0000000000000000"
+	uid, gid := strconv.Itoa(ids.UID), strconv.Itoa(ids.GID)
 	want := map[string]string{
-		"Uid:": strings.Repeat(strconv.Itoa(ids.UID)+" ", 4), "Gid:": strings.Repeat(strconv.Itoa(ids.GID)+" ", 4),
-		"Groups:": "", "CapInh:": "0000000000000000 ", "CapPrm:": "0000000000000000 ", "CapEff:": "0000000000000000 ",
-		"CapAmb:": "0000000000000000 ",
+		"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(gid+" ", 3) + gid, "Groups": "",
+		"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none,
 	}
-	seen := 0
+	seen := map[string]bool{}
 	for _, line := range strings.Split(status, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		w, ok := want[f[0]]
+		k, v, _ := strings.Cut(line, ":")
+		w, ok := want[k]
 		if !ok {
 			continue
 		}
-		seen++
-		got := ""
-		for _, v := range f[1:] {
-			got += v + " "
-		}
-		if got != w {
-			return fmt.Errorf("%s %q, want %q", f[0], strings.TrimSpace(got), strings.TrimSpace(w))
+		seen[k] = true
+		if got := strings.Join(strings.Fields(v), " "); got != w {
+			return fmt.Errorf("%s: %q, want %q", k, got, w)
 		}
 	}
-	if seen != len(want) {
-		return fmt.Errorf("status has %d of the %d lines checked", seen, len(want))
+	if len(seen) != len(want) {
+		return fmt.Errorf("status has %d of the %d lines checked", len(seen), len(want))
 	}
 	return nil
 }

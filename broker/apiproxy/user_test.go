@@ -54,6 +54,7 @@ func TestCheckStatus(t *testing.T) {
 		{"a capability kept", replace(dropped, "CapEff:\t0000000000000000", "CapEff:\t0000000000000400"), "CapEff:"},
 		{"ambient", replace(dropped, "CapAmb:\t0000000000000000", "CapAmb:\t0000000000000001"), "CapAmb:"},
 		{"a line missing", replace(dropped, "CapPrm:\t0000000000000000\n", ""), "lines checked"},
+		{"a line twice, another missing", replace(dropped, "CapAmb:\t0000000000000000\n", "CapEff:\t0000000000000000\n"), "lines checked"},
 		{"empty", "", "lines checked"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
