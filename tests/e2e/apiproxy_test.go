@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,17 +231,11 @@ func watchProxyUIDs(t *testing.T) func() map[int]string {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, c := range cmdlines {
-				b, err := os.ReadFile(c)
-				if err != nil || !strings.Contains(string(b), "\x00run\x00--api-proxy\x00") {
-					continue
-				}
-				st, err := os.ReadFile(filepath.Join(filepath.Dir(c), "status"))
+			for _, pid := range hostProcesses("\x00run\x00--api-proxy\x00") {
+				st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 				if err != nil {
 					continue
 				}
-				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
 				for _, line := range strings.Split(string(st), "\n") {
 					if v, ok := strings.CutPrefix(line, "Uid:"); ok {
 						mu.Lock()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -114,14 +115,9 @@ func agentLeafOf(uid string) string {
 // brokerThreadCPUs returns the Cpus_allowed_list of every thread of the
 // broker of run runID (its command line names the run's spec).
 func brokerThreadCPUs(runID string) []string {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var out []string
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), "broker\x00--serve\x00") || !strings.Contains(string(b), runID) {
-			continue
-		}
-		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "*", "status"))
+	for _, pid := range hostProcesses("broker\x00--serve\x00", runID) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 		for _, task := range tasks {
 			st, err := os.ReadFile(task)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,20 +240,37 @@ func runElsewhere(id string) bool {
 	if err != nil {
 		return false
 	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(b), id) {
-			continue
-		}
-		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); err == nil && ns != self {
+	for _, pid := range hostProcesses(id) {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && ns != self {
 			return true
 		}
 	}
 	return false
+}
+
+// hostProcesses lists the pids of the host's processes whose command line
+// (its NUL-separated arguments) contains every one of parts.
+func hostProcesses(parts ...string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		all := true
+		for _, part := range parts {
+			all = all && strings.Contains(string(b), part)
+		}
+		if all {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // runLockHeld reports whether the run id's lifetime lock is held by a live

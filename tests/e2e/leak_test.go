@@ -91,16 +91,8 @@ func settled(t *testing.T, socket string, brokerPID int, stateDir string) snapsh
 func brokerPID(t *testing.T, socket string) (int, string) {
 	t.Helper()
 	run := filepath.Base(filepath.Dir(filepath.Dir(socket)))
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cl, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if strings.Contains(string(cl), "broker\x00--serve\x00") && strings.Contains(string(cl), run) {
-			return pid, filepath.Join("/var/lib/awf/private", run, "state")
-		}
+	if pids := hostProcesses("broker\x00--serve\x00", run); len(pids) > 0 {
+		return pids[0], filepath.Join("/var/lib/awf/private", run, "state")
 	}
 	t.Fatalf("no broker process for %s", socket)
 	return 0, ""

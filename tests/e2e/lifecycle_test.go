@@ -58,11 +58,7 @@ func TestSignalTeardown(t *testing.T) {
 	assert.Equal(t, 128+int(syscall.SIGTERM), cmd.ProcessState.ExitCode(), errb.String())
 	assertNoNewRunDirs(t, before)
 	// No agent or broker process survives.
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		cl, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		assert.NotContains(t, string(cl), script, "agent process survived")
-	}
+	assert.Empty(t, hostProcesses(script), "agent process survived")
 }
 
 // TestPreflightFailures: each fail-closed check stops awf run before anything
