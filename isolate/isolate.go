@@ -282,6 +282,20 @@ type Warmer interface {
 	Warm(ctx context.Context, t Template) error
 }
 
+// DefaultCgroupParent is the dedicated parent cgroup of the sandboxes when
+// the operator names none: awf run's, verify's and every backend's. One
+// name, so that a host's sandboxes, and their agents' groups beside them
+// (see broker/host), are found under one parent whichever part made them.
+const DefaultCgroupParent = "awf"
+
+// Parent returns h.CgroupParent, or DefaultCgroupParent when it is empty.
+func (h HostConfig) Parent() string {
+	if h.CgroupParent == "" {
+		return DefaultCgroupParent
+	}
+	return h.CgroupParent
+}
+
 // HostConfig is what a runtime needs from the host and from the operator.
 type HostConfig struct {
 	// RunID names the current broker run.
@@ -290,7 +304,8 @@ type HostConfig struct {
 	// journals, state and per-invocation scratch. It must not be inside the
 	// directory that holds the awf binary.
 	StateDir string
-	// CgroupParent is the name of the dedicated parent cgroup (default "awf").
+	// CgroupParent is the name of the dedicated parent cgroup; empty means
+	// DefaultCgroupParent (see Parent).
 	CgroupParent string
 	// RunscPath is the runsc binary for the gvisor backend ("" = look up PATH).
 	RunscPath string

@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		}
 	}
 	if o.CgroupParent == "" {
-		o.CgroupParent = "awf"
+		o.CgroupParent = isolate.DefaultCgroupParent
 	}
 	pol := o.Policy
 	if pol == nil {

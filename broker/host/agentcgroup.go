@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/proto"
@@ -34,9 +35,6 @@ const cgroupRoot = "/sys/fs/cgroup"
 // agentParentSuffix names the agent cgroups' parent next to the sandboxes'
 // parent: "<cgroupParent>-agent/<runID>".
 const agentParentSuffix = "-agent"
-
-// defaultCgroupParent is the sandboxes' parent cgroup that awf run uses.
-const defaultCgroupParent = "awf"
 
 // CPUSplit divides the CPUs awf may use between the agent and the query
 // sandboxes (the broker runs on the sandbox side too). Both are kernel CPU
@@ -374,7 +372,7 @@ func RemoveAgentCgroup(ctx context.Context, a AgentCgroup) error {
 // orphanAgentCgroup is the agent cgroup a run would have had, from its run
 // id alone: for a crashed run whose spec cannot be read.
 func orphanAgentCgroup(runID string) (AgentCgroup, error) {
-	parents, mode, err := agentParents(defaultCgroupParent, false)
+	parents, mode, err := agentParents(isolate.DefaultCgroupParent, false)
 	if err != nil {
 		return AgentCgroup{}, err
 	}

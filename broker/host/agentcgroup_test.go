@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/direct"
 )
 
@@ -70,7 +71,7 @@ func TestSplitCPUList(t *testing.T) {
 func testAgentCgroup(t testing.TB) AgentCgroup {
 	t.Helper()
 	require.Equal(t, 0, os.Geteuid(), "agent cgroup tests must run as root")
-	a, err := PlanAgentCgroup(NewRunID(), defaultCgroupParent)
+	a, err := PlanAgentCgroup(NewRunID(), isolate.DefaultCgroupParent)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -374,7 +375,7 @@ func TestSweepOrphansRemovesAgentCgroups(t *testing.T) {
 func TestAgentCgroupModeIsTheRuntimes(t *testing.T) {
 	mode, err := direct.CgroupMode()
 	require.NoError(t, err)
-	a, err := PlanAgentCgroup(NewRunID(), defaultCgroupParent)
+	a, err := PlanAgentCgroup(NewRunID(), isolate.DefaultCgroupParent)
 	require.NoError(t, err)
 	assert.Equal(t, mode, a.Mode)
 	if mode == direct.ModeV1Hybrid {

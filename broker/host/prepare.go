@@ -15,6 +15,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/broker/config"
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/rootfs"
 	"github.com/awf-project/awf/staging"
@@ -182,7 +183,7 @@ func Prepare(ctx context.Context, o Options) (r *Run, err error) {
 	}
 	spec := Spec{
 		Layout: l, Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: dockerSocket,
-		CgroupParent: "awf", RootFS: rfs, RootFSDigest: digest, MemoryBytes: bq.MemoryBytes,
+		CgroupParent: isolate.DefaultCgroupParent, RootFS: rfs, RootFSDigest: digest, MemoryBytes: bq.MemoryBytes,
 		TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: bq.MaxInvocations, WarmPool: bq.WarmPool,
 		SocketUID: agent.UID, SocketGID: agent.GID, PrimaryBackend: o.PrimaryBackend,
 	}

@@ -157,7 +157,7 @@ func cmdIsolateVerify(ctx context.Context, e env) int {
 	policyFile := fs.String("policy", "", "seccomp policy file (default: the embedded policy)")
 	privateRoot := fs.String("private-root", host.DefaultPrivateBase, "private base directory whose parents the hazard check inspects")
 	stateDir := fs.String("state-dir", "", "parent of the runtimes' state directories (default: a scratch directory)")
-	cgroupParent := fs.String("cgroup-parent", "awf", "dedicated parent cgroup")
+	cgroupParent := fs.String("cgroup-parent", isolate.DefaultCgroupParent, "dedicated parent cgroup")
 	runsc := fs.String("runsc", "", "runsc binary (default: look up PATH)")
 	dockerSock := fs.String("docker-socket", "", "Docker Engine socket (default: DOCKER_HOST=unix://PATH, else "+host.DefaultDockerSocket+")")
 	progress := fs.Bool("progress", false, "print each result to standard error as it is known")

@@ -161,7 +161,7 @@ func prepareQuery(ctx context.Context, cfg *config.Config, entry config.Repo, pr
 	if !strings.HasPrefix(entry.Source, "/") && token == "" {
 		return nil, fmt.Errorf("%s is staged from %s but no staging credential is set (GH_TOKEN or GITHUB_TOKEN)", entry.Repo, sourceLabel(entry))
 	}
-	spec := host.Spec{Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: bq.DockerSocket, CgroupParent: "awf",
+	spec := host.Spec{Runtime: bq.Runtime, RunscPath: bq.RunscPath, DockerSocket: bq.DockerSocket, CgroupParent: isolate.DefaultCgroupParent,
 		MemoryBytes: bq.MemoryBytes, TimeoutSeconds: bq.TimeoutSeconds, MaxInvocations: 1}
 	switch bq.Runtime {
 	case "docker":

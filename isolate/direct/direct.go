@@ -149,9 +149,7 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 	if h.StateDir == "" || !filepath.IsAbs(h.StateDir) {
 		return nil, fmt.Errorf("direct: state dir %q must be an absolute path", h.StateDir)
 	}
-	if h.CgroupParent == "" {
-		h.CgroupParent = "awf"
-	}
+	h.CgroupParent = h.Parent()
 	if !idPattern.MatchString(h.CgroupParent) {
 		return nil, fmt.Errorf("direct: cgroup parent %q must match %s", h.CgroupParent, idPattern)
 	}

@@ -31,9 +31,6 @@ import (
 // Name is the backend's configuration name.
 const Name = "gvisor"
 
-// defaultCgroupParent is used when HostConfig.CgroupParent is empty.
-const defaultCgroupParent = "awf"
-
 // Runtime is the gvisor backend. It is safe for concurrent use.
 type Runtime struct {
 	runID    string
@@ -69,10 +66,7 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	parent := h.CgroupParent
-	if parent == "" {
-		parent = defaultCgroupParent
-	}
+	parent := h.Parent()
 	if err := workspace.ValidName(parent); err != nil {
 		return nil, fmt.Errorf("gvisor: cgroup parent: %w", err)
 	}

@@ -89,9 +89,7 @@ func RunEnclave(ctx context.Context, o EnclaveOptions) (*EnclaveReport, error) {
 	if o.Open == nil {
 		o.Open = runtimes.Open
 	}
-	if o.Host.CgroupParent == "" {
-		o.Host.CgroupParent = "awf"
-	}
+	o.Host.CgroupParent = o.Host.Parent()
 	work, err := os.MkdirTemp(o.WorkDir, "awf-verify-enclave-")
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)

@@ -64,7 +64,7 @@ const (
 // CheckHost runs every host check and returns the facts and the results.
 func CheckHost(ctx context.Context, o HostOptions) (HostFacts, []Result) {
 	if o.CgroupParent == "" {
-		o.CgroupParent = "awf"
+		o.CgroupParent = isolate.DefaultCgroupParent
 	}
 	if o.Environ == nil {
 		o.Environ = os.Environ()

@@ -79,9 +79,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Open == nil {
 		o.Open = runtimes.Open
 	}
-	if o.Host.CgroupParent == "" {
-		o.Host.CgroupParent = "awf"
-	}
+	o.Host.CgroupParent = o.Host.Parent()
 	if o.RootFS == "" {
 		return nil, errors.New("verify: no root filesystem")
 	}
