@@ -108,9 +108,15 @@ func (r *Runtime) ensureProbed(ctx context.Context) error {
 
 // trial imports a one-file probe image and runs it with every control.
 func (r *Runtime) trial(ctx context.Context) error {
-	root, err := os.MkdirTemp("", "awf-docker-probe-")
+	// The probe's tree lives in the runtime's state dir, not in /tmp: a
+	// broker killed mid-probe leaves it where the run's reclaim removes it.
+	// The leading dot keeps it out of the workspaces Sweep lists.
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	root, err := os.MkdirTemp(r.dir, ".probe-")
 	if err != nil {
-		return err
+		return fmt.Errorf("probe: %w", err)
 	}
 	defer os.RemoveAll(root)
 	if err := trial.BuildRoot(root); err != nil {

@@ -18,11 +18,13 @@ import (
 
 var (
 	probeOnce sync.Once
+	probeDir  string // holds probeBin; removed by removeEnclaveProbe
 	probeBin  string
 	probeErr  error
 )
 
-// enclaveProbe builds cmd/enclave-probe once, statically.
+// enclaveProbe builds cmd/enclave-probe once, statically, into a
+// directory that the package's TestMain removes (removeEnclaveProbe).
 func enclaveProbe(t *testing.T) string {
 	t.Helper()
 	probeOnce.Do(func() {
@@ -31,6 +33,7 @@ func enclaveProbe(t *testing.T) string {
 			probeErr = err
 			return
 		}
+		probeDir = dir
 		probeBin = filepath.Join(dir, "enclave-probe")
 		cmd := exec.Command("go", "build", "-o", probeBin, "github.com/awf-project/awf/cmd/enclave-probe")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
@@ -41,6 +44,14 @@ func enclaveProbe(t *testing.T) string {
 	})
 	require.NoError(t, probeErr, "build enclave-probe: %s", probeBin)
 	return probeBin
+}
+
+// removeEnclaveProbe removes what enclaveProbe built, if it built
+// anything. TestMain calls it once every test has ended.
+func removeEnclaveProbe() {
+	if probeDir != "" {
+		os.RemoveAll(probeDir)
+	}
 }
 
 // runEnclave runs RunEnclave in one runtime with w (and without the

@@ -38,6 +38,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer root.Remove()
+	defer removeEnclaveProbe()
 	testRootFS = root.Dir
 	return m.Run()
 }
