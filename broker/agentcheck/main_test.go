@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/broker/sysuser"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/rootfs"
 )
@@ -90,11 +91,15 @@ func setup(m *testing.M) int {
 		return 1
 	}
 	testUser = fmt.Sprintf("awf-ac-%d", os.Getpid()%100000)
-	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", testUser).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentcheck: useradd: %v\n%s", err, out)
+	if err := sysuser.Create(ctx, testUser); err != nil {
+		fmt.Fprintln(os.Stderr, "agentcheck:", err)
 		return 1
 	}
-	defer exec.Command("userdel", testUser).Run()
+	defer func() {
+		if err := sysuser.Remove(context.Background(), testUser); err != nil {
+			fmt.Fprintln(os.Stderr, "agentcheck:", err)
+		}
+	}()
 	defer removeCgroupParents()
 	return m.Run()
 }

@@ -90,6 +90,17 @@ func setup(m *testing.M) int {
 	if !checkPackageLeft(before, sharedUp) && code == 0 {
 		code = 1
 	}
+	// A killed run's reclaim keeps its audit log in the host's archive, as
+	// it must for an operator; the package's runs are not an operator's,
+	// so their logs go with the package (a reported run's went with its
+	// case: runIDAfter).
+	madeRuns.Range(func(k, _ any) bool {
+		if err := os.RemoveAll(filepath.Join(auditArchive, k.(string))); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: faults: remove a run's kept audit log:", err)
+			code = 1
+		}
+		return true
+	})
 	if err := removeEngineHomes(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: faults: remove the Engines' directories:", err)
 		code = 1
