@@ -20,13 +20,20 @@ import (
 
 // measureStartup times the bounded-query client to a local refusal (no
 // arguments: it prints the error line without reading stdin or dialling),
-// interleaved with /bin/true.
+// interleaved with /bin/true and with gofloor, a Go program that only
+// prints the same line (built here as the fixture builds the client).
 func (s *suite) measureStartup() Startup {
 	st := Startup{Argument: "no arguments"}
 	bin := filepath.Join(s.env.BinDir, "bounded-query")
-	var client, tru []time.Duration
+	floor := filepath.Join(s.work, "gofloor")
+	if out, err := exec.Command("go", "build", "-tags", "seccomp", "-o", floor, "github.com/awf-project/awf/tests/bench/gofloor").CombinedOutput(); err != nil {
+		st.Blocked = fmt.Sprintf("build gofloor: %v: %s", err, out)
+		return st
+	}
+	const line = `{"status":"error"}`
+	var client, tru, gof []time.Duration
 	for i := 0; i < s.p.startN+1; i++ {
-		for _, argv := range [][]string{{bin}, {"/bin/true"}} {
+		for _, argv := range [][]string{{bin}, {"/bin/true"}, {floor}} {
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = hostEnv
 			var out bytes.Buffer
@@ -41,19 +48,24 @@ func (s *suite) measureStartup() Startup {
 			if i == 0 {
 				continue // warm-up
 			}
-			if argv[0] == bin {
-				if strings.TrimSpace(out.String()) != `{"status":"error"}` {
-					st.Blocked = fmt.Sprintf("bounded-query printed %q", out.String())
+			switch argv[0] {
+			case bin, floor:
+				if strings.TrimSpace(out.String()) != line {
+					st.Blocked = fmt.Sprintf("%s printed %q", filepath.Base(argv[0]), out.String())
 					return st
 				}
-				client = append(client, d)
-			} else {
+				if argv[0] == bin {
+					client = append(client, d)
+				} else {
+					gof = append(gof, d)
+				}
+			default:
 				tru = append(tru, d)
 			}
 		}
 	}
-	st.Client, st.BinTrue = Summarise(client), Summarise(tru)
-	logf("bench: bounded-query start-up median %.2f ms (/bin/true %.2f ms)", st.Client.MedianMS, st.BinTrue.MedianMS)
+	st.Client, st.BinTrue, st.GoFloor = Summarise(client), Summarise(tru), Summarise(gof)
+	logf("bench: bounded-query start-up median %.2f ms (/bin/true %.2f ms, gofloor %.2f ms)", st.Client.MedianMS, st.BinTrue.MedianMS, st.GoFloor.MedianMS)
 	return st
 }
 
