@@ -120,7 +120,36 @@ func TestComparisons(t *testing.T) {
 				assert.NotContains(t, tg.Name, "same bootstrap", "a comparison is never listed as a target")
 			}
 			md := rep.Markdown()
-			assert.Equal(t, tc.want != nil, strings.Contains(md, "Not targets: where the cold target's miss lies"))
+			assert.Equal(t, tc.want != nil, strings.Contains(md, "Not targets: where the misses lie"))
+		})
+	}
+}
+
+// The client's start-up is read against the Go runtime's own when the run
+// measured it, and only then.
+func TestStartupFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		floor Stats
+		info  bool
+	}{
+		{"measured", Stats{N: 10, MedianMS: 5.2, P95MS: 6}, true},
+		{"older report", Stats{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Report{Startup: Startup{Argument: "no arguments", Client: Stats{N: 10, MedianMS: 6, P95MS: 7}, BinTrue: Stats{N: 10, MedianMS: 2}, GoFloor: tc.floor}}
+			rep.CheckTargets()
+			var names []string
+			for _, c := range rep.Comparisons {
+				names = append(names, c.Name)
+				assert.Equal(t, "INFO", c.Status)
+				assert.Contains(t, c.Detail, "6.00 ms against 5.20 ms: 1.15×, +0.80 ms")
+			}
+			assert.Equal(t, tc.info, len(names) == 1, "comparisons %v", names)
+			md := rep.Markdown()
+			assert.Equal(t, tc.info, strings.Contains(md, "Not targets: where the misses lie"))
+			assert.Equal(t, tc.info, strings.Contains(md, "a Go program that only prints the same line"))
+			assert.Contains(t, md, "| `bounded-query` start-up < 5 ms | **MISS** |")
 		})
 	}
 }
