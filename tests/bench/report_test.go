@@ -153,3 +153,42 @@ func TestStartupFloor(t *testing.T) {
 		})
 	}
 }
+
+// The size targets read the interleaved measurement when the run made one,
+// and the cells otherwise.
+func TestScalingTargets(t *testing.T) {
+	cell := func(row, repo string, ms float64) Cell {
+		return Cell{Row: row, Repo: repo, Workload: targetWorkload, Processing: Stats{N: 10, MedianMS: ms, P95MS: ms}}
+	}
+	// The cells drifted: 100k is 1.3× the 10-file median.
+	cells := []Cell{cell(RowDirectWarm, RepoSmall, 8), cell(RowDirectWarm, RepoLarge, 10.4)}
+	status := func(rep *Report) (string, string) {
+		rep.CheckTargets()
+		for _, tg := range rep.Targets {
+			if strings.HasPrefix(tg.Name, RowDirectWarm+": 100k") {
+				return tg.Status, tg.Detail
+			}
+		}
+		return "", ""
+	}
+	for _, tc := range []struct {
+		name    string
+		scaling []Scaling
+		want    string
+		detail  string
+	}{
+		{"cells only", nil, "MISS", "100k 10.40 ms, 10 files 8.00 ms: 1.30×"},
+		{"interleaved", []Scaling{{Row: RowDirectWarm, Small: Stats{N: 30, MedianMS: 8}, Large: Stats{N: 30, MedianMS: 8.4}}}, "PASS", "100k 8.40 ms, 10 files 8.00 ms: 1.05× (interleaved, n=30 and 30)"},
+		{"interleaved over", []Scaling{{Row: RowDirectWarm, Small: Stats{N: 30, MedianMS: 8}, Large: Stats{N: 30, MedianMS: 10}}}, "MISS", "1.25× (interleaved"},
+		{"blocked falls back", []Scaling{{Row: RowDirectWarm, Blocked: "failed"}}, "MISS", "1.30×"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Report{Cells: cells, Scaling: tc.scaling}
+			st, detail := status(&rep)
+			assert.Equal(t, tc.want, st)
+			assert.Contains(t, detail, tc.detail)
+			md := rep.Markdown()
+			assert.Equal(t, len(tc.scaling) > 0, strings.Contains(md, "### Size: the 10-file against the 100k-file repository, interleaved"))
+		})
+	}
+}

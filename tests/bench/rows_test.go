@@ -29,7 +29,7 @@ func (s *suite) rows() []rowDef {
 		fdm = s.cgroup2Why
 	}
 	timings := "the runtime's `Timings` sum (prepare + start + run + read + destroy)"
-	warmT := "the runtime's `Timings` of `Exec` (start + run + read) + `Destroy`; `Prepare` ran before, outside the window, as the pool does"
+	warmT := "the runtime's `Timings` of `Exec` (start + run + read) + `Destroy`; `Prepare` ran before, outside the window, as the pool does, and the runner then waited 200 ms for the prepared interpreter's imports, as a pool refilled between two requests has"
 	return []rowDef{
 		{Row: Row{RowHost, "the floor: the script on the host, `python3 -I -S -B script`, no sandbox", "process wall time"}, make: s.hostRow},
 		{Row: Row{RowPass, "the floor: bare `python3 -c pass` on the host (ignores the workload)", "process wall time"}, make: s.passRow},
@@ -233,6 +233,14 @@ func checkOutcome(o isolate.Outcome, want string) error {
 // warmRunner keeps one sandbox prepared ahead: a sample is Exec + Destroy,
 // and the next sandbox is prepared right after, outside the window, as a
 // pool refills after the response.
+//
+// Prepare returns while the prepared interpreter is still importing its
+// preloads (tens of ms here); a pool refilled between two requests has
+// finished them. The runner waits settleAfterRefill after each refill, so
+// that a warm sample never includes its own refill's imports and no other
+// row's sample runs beside them: without it, in a run of few rows the warm
+// row's p95 rose from about 11 to 45 ms, and alternating two repositories
+// back to back put one sandbox's imports in the other's samples.
 type warmRunner struct {
 	s    *suite
 	rt   isolate.Runtime
@@ -247,12 +255,21 @@ func (s *suite) warmRow(name string) func(*benchRepo, Workload) (runner, error) 
 	}
 }
 
+// settleAfterRefill is how long a warm runner leaves a fresh sandbox
+// before it may be measured.
+const settleAfterRefill = 200 * time.Millisecond
+
 func (c *warmRunner) refill(ctx context.Context) error {
 	sb, err := c.rt.Prepare(ctx, c.tpl)
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	c.next = sb
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settleAfterRefill):
+	}
 	return nil
 }
 

@@ -184,16 +184,22 @@ func runSuite() int {
 			rep.Cells = append(rep.Cells, s.measureCell(rows, r, w)...)
 		}
 	}
+	repoOf := func(id string) *benchRepo {
+		for _, r := range repos {
+			if r.id == id {
+				return r
+			}
+		}
+		return nil
+	}
+	if small, large := repoOf(RepoSmall), repoOf(RepoLarge); small != nil && large != nil && len(wls) > 0 && wls[0].ID == WorkTrivial {
+		rep.Scaling = s.measureScaling(rows, small, large, wls[0])
+	}
 	rep.Startup = Startup{Blocked: "not selected (AWF_BENCH_ROWS)"}
 	if sel.row("startup") {
 		rep.Startup = s.measureStartup()
 	}
-	var mid *benchRepo
-	for _, r := range repos {
-		if r.id == RepoMid {
-			mid = r
-		}
-	}
+	mid := repoOf(RepoMid)
 	rep.Broker = Broker{Blocked: "not selected (AWF_BENCH_ROWS, AWF_BENCH_WORKLOADS)"}
 	if sel.row("broker") && len(wls) > 0 && wls[0].ID == WorkTrivial {
 		rep.Broker = s.measureBroker(mid, wls[0])
