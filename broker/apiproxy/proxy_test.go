@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/tests/fakeprovider"
+	"github.com/awf-project/awf/tests/fixture"
 )
 
 const (
@@ -27,24 +28,12 @@ const (
 	claudeModel  = "claude-sonnet-4-5"
 )
 
-// syncBuffer is an audit sink the test can read while the proxy writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) entries(t *testing.T) []Entry {
+// auditEntries decodes the audit lines the proxy wrote so far, each
+// strictly: an unknown field fails the test.
+func auditEntries(t *testing.T, audit *fixture.SyncBuffer) []Entry {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []Entry
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -57,18 +46,12 @@ func (s *syncBuffer) entries(t *testing.T) []Entry {
 	return out
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // rig is a proxy in front of a fake provider, served on 127.0.0.1.
 type rig struct {
 	fake  *fakeprovider.Server
 	proxy *Proxy
 	srv   *httptest.Server
-	audit *syncBuffer
+	audit *fixture.SyncBuffer
 }
 
 func defaultLimits() Limits {
@@ -88,7 +71,7 @@ func newRig(t *testing.T, script ...fakeprovider.Turn) *rig {
 
 func newRigFor(t *testing.T, fake *fakeprovider.Server, base string) *rig {
 	t.Helper()
-	audit := &syncBuffer{}
+	audit := &fixture.SyncBuffer{}
 	p, err := New(Options{
 		Targets: []Target{
 			{Protocol: OpenAI, BaseURL: base, Key: openAIKey},
@@ -266,7 +249,7 @@ func TestProxyCapabilityRefusals(t *testing.T) {
 			}
 			assert.Zero(t, r.fake.Count(), "no unauthenticated request reached the provider")
 			assert.Empty(t, r.proxy.Dials(), "nothing was even dialled")
-			ents := r.audit.entries(t)
+			ents := auditEntries(t, r.audit)
 			require.Len(t, ents, len(cases), "every refusal is counted in the audit log")
 			for i, e := range ents {
 				assert.Equal(t, CallerUnauthenticated, e.Caller)
@@ -358,7 +341,7 @@ func TestProxyLimits(t *testing.T) {
 				resp, b = r.do(t, http.MethodPost, pc.proto.Path(), h, with(tokensKey, `"max_tokens":10`))
 				assert.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 			}
-			for _, e := range r.audit.entries(t) {
+			for _, e := range auditEntries(t, r.audit) {
 				assert.Equal(t, CallerAgent, e.Caller)
 			}
 		})
@@ -508,7 +491,7 @@ func TestProxyScriptedTurnsPassVerbatim(t *testing.T) {
 				require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 				require.True(t, json.Valid(b))
 			}
-			ents := r.audit.entries(t)
+			ents := auditEntries(t, r.audit)
 			require.Len(t, ents, len(kinds))
 			for _, e := range ents {
 				assert.Equal(t, OutcomeForwarded, e.Outcome)
@@ -616,7 +599,7 @@ func TestProxySilentAndUnreachableUpstream(t *testing.T) {
 
 func TestProxyVerifiesUpstreamTLS(t *testing.T) {
 	fake := fakeprovider.New(t)
-	audit := &syncBuffer{}
+	audit := &fixture.SyncBuffer{}
 	// No TestOnlyRootCAs: the system roots, which do not hold the fake's CA.
 	p, err := New(Options{Targets: []Target{{Protocol: OpenAI, BaseURL: fake.URL(), Key: openAIKey}}, Audit: audit})
 	require.NoError(t, err)
@@ -676,7 +659,7 @@ func TestAuditHoldsMetadataOnly(t *testing.T) {
 			for _, s := range []string{"BODY-CONTENT-MARK", "PROVIDER-SECRET-ANSWER", "HEADER-VALUE-MARK", tok, openAIKey, anthropicKey} {
 				assert.NotContains(t, log, s)
 			}
-			ents := r.audit.entries(t)
+			ents := auditEntries(t, r.audit)
 			require.Len(t, ents, 2)
 			e := ents[0]
 			assert.Equal(t, CallerAgent, e.Caller)
