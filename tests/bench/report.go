@@ -197,6 +197,14 @@ func (r *Report) ScalingOf(row string) *Scaling {
 	return nil
 }
 
+// medianRatio is a's median over b's, or 0 when b has none.
+func medianRatio(a, b Stats) float64 {
+	if b.MedianMS <= 0 {
+		return 0
+	}
+	return a.MedianMS / b.MedianMS
+}
+
 // Cell returns the cell of row, repo and workload, or nil.
 func (r *Report) Cell(row, repo, workload string) *Cell {
 	for i := range r.Cells {
@@ -326,8 +334,8 @@ func (r *Report) CheckTargets() {
 			how = fmt.Sprintf(" (interleaved, n=%d and %d)", sc.Small.N, sc.Large.N)
 		}
 		ratio := 0.0
-		if ok1 && ok2 && small.MedianMS > 0 {
-			ratio = large.MedianMS / small.MedianMS
+		if ok1 && ok2 {
+			ratio = medianRatio(large, small)
 		}
 		add(fmt.Sprintf("%s: 100k-file repository within 1.2× of the 10-file median", row), ok1 && ok2 && ratio <= 1.2, ok1 && ok2,
 			"100k %.2f ms, 10 files %.2f ms: %.2f×%s", large.MedianMS, small.MedianMS, ratio, how)
@@ -426,11 +434,7 @@ func (r *Report) Markdown() string {
 				p("| `%s` | %s | | |\n", sc.Row, sc.Blocked)
 				continue
 			}
-			ratio := 0.0
-			if sc.Small.MedianMS > 0 {
-				ratio = sc.Large.MedianMS / sc.Small.MedianMS
-			}
-			p("| `%s` | %s / %s (%d) | %s / %s (%d) | %.2f× |\n", sc.Row, fmtMS(sc.Small.MedianMS), fmtMS(sc.Small.P95MS), sc.Small.N, fmtMS(sc.Large.MedianMS), fmtMS(sc.Large.P95MS), sc.Large.N, ratio)
+			p("| `%s` | %s / %s (%d) | %s / %s (%d) | %.2f× |\n", sc.Row, fmtMS(sc.Small.MedianMS), fmtMS(sc.Small.P95MS), sc.Small.N, fmtMS(sc.Large.MedianMS), fmtMS(sc.Large.P95MS), sc.Large.N, medianRatio(sc.Large, sc.Small))
 		}
 	}
 	b := r.Broker

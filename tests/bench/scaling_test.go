@@ -11,10 +11,9 @@ const scalingRounds = 30
 
 // measureScaling times the rows the size targets read (direct warm and
 // cold) on the small and the large repository alternately, round by round,
-// the order flipping each round. The cells measure one repository after
-// another, minutes apart; a load that drifts in between moved their ratio
-// by more than the target's 1.2 in one run (every row, the host floor
-// included, was 1.3-1.4× slower in the 100k cells).
+// the order flipping each round, for the reason Scaling gives. (In one run
+// every row, the host floor included, was 1.3-1.4× slower in the 100k
+// cells than in the 10-file cells.)
 func (s *suite) measureScaling(rows []rowDef, small, large *benchRepo, w Workload) []Scaling {
 	logf("bench: size: %s against %s files, %s, interleaved", small.id, large.id, w.ID)
 	ctx := context.Background()
