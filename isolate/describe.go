@@ -85,8 +85,9 @@ var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", 
 // from t on a host configured as h (only h.SandboxCPUs is read): identity,
 // environment, argv and cwd, every mount with its flags, namespaces,
 // rlimits, cgroup limits and CPUs, the seccomp policy's name, and the masked
-// and read-only paths. Root.Path is t.RootFS; a backend replaces it by its
-// own mount of the root image, and the sources SourceRepo and SourceScript
+// and read-only paths. Root.Path is t.RootFS; a backend replaces it by the
+// root it serves from (direct: its read-only root tree; gvisor and docker:
+// a mount of the root image of their own), and the sources SourceRepo and SourceScript
 // by its own directories. The result is a fresh value the caller may change.
 //
 // There is no /proc and no /sys: procfs numbers its inodes from a host-wide

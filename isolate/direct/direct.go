@@ -22,8 +22,9 @@
 // State directory layout: libct/ (libcontainer state), journal/ (one JSON
 // entry per resource), sb/<name>/ (per-sandbox tmpfs holding the script
 // directory bound read-only at /awf and the repo overlay's upper and work
-// directories and the sandbox's own mount of the root image), roots/ (the
-// ramfs that holds the verified root filesystem images), views/ (the
+// directories), roots/ (the root store: a ramfs holding, on a ramfs of its
+// own, the verified read-only root tree every sandbox uses as its root; see
+// rootmount.go), views/ (the
 // store of this runtime's copies of its seeds, owned by the sandbox user,
 // the repo overlays' lower layers; see view.go) and lock.
 //
@@ -262,7 +263,7 @@ func (r *Runtime) Run(ctx context.Context, s isolate.Spec) isolate.Outcome {
 	return isolate.RunWithSandbox(ctx, r, s)
 }
 
-// Close releases the root image store, the repository views and the
+// Close releases the root store, the repository views and the
 // state lock. Live sandboxes must be destroyed first; anything left is for
 // the next Sweep.
 func (r *Runtime) Close() error {

@@ -35,7 +35,7 @@ func TestRenderingMatchesDescription(t *testing.T) {
 		if tpl.Repo != "" {
 			lower = "/view"
 		}
-		cfg, err := r.containerConfig("awf-render-"+strconv.Itoa(i), sc.rootfs, lower, tpl, d, sc)
+		cfg, err := r.containerConfig("awf-render-"+strconv.Itoa(i), "/root-tree", lower, tpl, d, sc)
 		require.NoError(t, err)
 		proc := process(d, nil, nil)
 		got := isolatetest.Controls{Hostname: cfg.Hostname, Env: proc.Env, Mounts: map[string]isolate.MountFlags{}, MaskedPaths: cfg.MaskPaths}

@@ -10,19 +10,22 @@ import (
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
-// The root of every sandbox is a mount of its own of the rootfs image (see
-// workspace.RootImages for why a shared bind is not enough): the image is
-// built once per rootfs into a ramfs below roots/, journalled as a root
-// entry, and each sandbox mounts it afresh inside its scratch tmpfs, so
-// that unmounting the scratch tmpfs (teardown or Sweep) also takes the root
-// mount with it.
+// The root of every sandbox is the runtime's read-only root tree of its
+// rootfs (see workspace.RootTree for why sharing it carries nothing): a
+// verified copy on a ramfs of its own, remounted read-only at the
+// superblock, inside the runtime's root store below roots/, which is
+// journalled as a root entry. The sandbox needs no mount of its own on the
+// host: libcontainer binds the tree inside the sandbox's mount namespace,
+// so nothing is mounted or unmounted per sandbox for its root.
 
-// rootMountName is the root mount's directory inside a sandbox's scratch tmpfs.
+// rootMountName is the directory inside a sandbox's scratch tmpfs where
+// earlier versions mounted the sandbox's own root; Sweep still unmounts it
+// there for a journal such a version left.
 const rootMountName = "root"
 
-// rootImage returns the verified image of rootfs, creating the image store
-// (journalled first) on first use.
-func (r *Runtime) rootImage(ctx context.Context, rootfs string) (*workspace.RootImage, error) {
+// rootTree returns the verified, read-only tree of rootfs, creating the
+// root store (journalled first) on first use.
+func (r *Runtime) rootTree(ctx context.Context, rootfs string) (*workspace.RootTree, error) {
 	fi, err := os.Lstat(rootfs)
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("direct: rootfs %s is not a directory", rootfs)
@@ -41,14 +44,14 @@ func (r *Runtime) rootImage(ctx context.Context, rootfs string) (*workspace.Root
 	}
 	images := r.images
 	r.mu.Unlock()
-	im, err := images.Image(ctx, rootfs)
+	tr, err := images.Tree(ctx, rootfs)
 	if err != nil {
 		return nil, fmt.Errorf("direct: %w", err)
 	}
-	return im, nil
+	return tr, nil
 }
 
-// closeImages removes the image store; the caller has destroyed every
+// closeImages removes the root store (its tree); the caller has destroyed every
 // sandbox.
 func (r *Runtime) closeImages() error {
 	r.mu.Lock()

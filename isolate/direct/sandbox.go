@@ -34,29 +34,28 @@ var errStartAbandoned = errors.New("start abandoned")
 
 // scratchDirs are one sandbox's host directories, all on its scratch tmpfs.
 type scratchDirs struct {
-	root   string // tmpfs mount point
-	awf    string // bound read-only at /awf; holds the script
-	upper  string // overlay upper layer
-	work   string // overlay work dir
-	rootfs string // the sandbox's own mount of the root image: the container root
+	root  string // tmpfs mount point
+	awf   string // bound read-only at /awf; holds the script
+	upper string // overlay upper layer
+	work  string // overlay work dir
 }
 
 func newScratch(root string) scratchDirs {
 	return scratchDirs{root: root, awf: filepath.Join(root, "awf"), upper: filepath.Join(root, "upper"),
-		work: filepath.Join(root, "work"), rootfs: filepath.Join(root, rootMountName)}
+		work: filepath.Join(root, "work")}
 }
 
 // sandbox is one prepared, single-use direct sandbox.
 type sandbox struct {
-	r     *Runtime
-	t     isolate.Template
-	id    string
-	ent   entry
-	sc    scratchDirs
-	image *workspace.RootImage // mounted afresh at sc.rootfs
-	view  *workspace.RepoView  // lower layer of the repo overlay; nil without a repo
-	argv  []string             // the job argv it was prepared for (Exec compares)
-	enc   *enclave.Layout      // an enclave's filesystem instead of /query and /awf; nil for a query
+	r    *Runtime
+	t    isolate.Template
+	id   string
+	ent  entry
+	sc   scratchDirs
+	tree *workspace.RootTree // the container root, shared and read-only (rootmount.go)
+	view *workspace.RepoView // lower layer of the repo overlay; nil without a repo
+	argv []string            // the job argv it was prepared for (Exec compares)
+	enc  *enclave.Layout     // an enclave's filesystem instead of /query and /awf; nil for a query
 	// handoff is the write end of the bootstrap's descriptor when the
 	// sandbox runs the default interpreter (isolate.BootstrapArgv): its
 	// python3 starts in Prepare and waits there for the script. Nil for
@@ -104,7 +103,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("direct: prepare: %w", err)
 	}
-	image, err := r.rootImage(ctx, t.RootFS)
+	tree, err := r.rootTree(ctx, t.RootFS)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +115,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	}
 	id := fmt.Sprintf("awf-%s-%s-%d", r.runID, r.inst, r.seq.Add(1))
 	sb := &sandbox{
-		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), image: image, view: view, argv: argv, enc: enc, qfd: -1,
+		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), tree: tree, view: view, argv: argv, enc: enc, qfd: -1,
 		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
 		done: make(chan struct{}), released: make(chan struct{}),
 	}
@@ -218,10 +217,6 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err := os.Chmod(sb.sc.root, 0o700); err != nil {
 		return fmt.Errorf("scratch: %w", err)
 	}
-	// A root mount of its own: its own superblock, so its own page cache.
-	if err := sb.image.Mount(ctx, sb.sc.rootfs); err != nil {
-		return err
-	}
 	lower := ""
 	if sb.view != nil {
 		lower = sb.view.Dir()
@@ -246,7 +241,7 @@ func (sb *sandbox) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := sb.r.containerConfig(sb.id, sb.sc.rootfs, lower, sb.t, d, sb.sc)
+	cfg, err := sb.r.containerConfig(sb.id, sb.tree.Dir, lower, sb.t, d, sb.sc)
 	if err != nil {
 		return err
 	}
@@ -678,11 +673,6 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(filepath.Join(sb.r.libct, sb.id)); err != nil {
-		errs = append(errs, err)
-	}
-	// The root mount first, without detaching while it can: it must be
-	// gone before the next sandbox starts.
-	if err := workspace.UnmountRoot(sb.sc.rootfs); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmountAndRemove(sb.sc.root); err != nil {

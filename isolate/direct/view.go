@@ -34,11 +34,11 @@ const viewStoreSuffix = "-views"
 // The direct runtime does per-seed work that a broker can do at start-up.
 var _ isolate.Warmer = (*Runtime)(nil)
 
-// Warm implements isolate.Warmer: it builds t.RootFS's image and makes
+// Warm implements isolate.Warmer: it copies t.RootFS into its read-only root tree and makes
 // t.Repo's view ahead of the first Prepare.
 func (r *Runtime) Warm(ctx context.Context, t isolate.Template) error {
 	if t.RootFS != "" {
-		if _, err := r.rootImage(ctx, t.RootFS); err != nil {
+		if _, err := r.rootTree(ctx, t.RootFS); err != nil {
 			return err
 		}
 	}

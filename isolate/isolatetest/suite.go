@@ -65,9 +65,10 @@ func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
 	})
 	t.Run("root page cache not shared", func(t *testing.T) {
 		r := b.New(t)
-		RootPageCacheNotShared(t, max(1, b.RootControlTries), b.Unit, func() { b.EvictRoot(t, r) }, func(_ residency.Mode, script []byte) isolate.Outcome {
+		run := func(_ residency.Mode, script []byte) isolate.Outcome {
 			return RunScript(t, r, b.Template(t, r, ""), string(script))
-		})
+		}
+		RootPageCacheNotShared(t, max(1, b.RootControlTries), b.Unit, func() { b.EvictRoot(t, r) }, run, run)
 	})
 	t.Run("conformance", func(t *testing.T) {
 		r := b.New(t)

@@ -340,15 +340,18 @@ func SingleUse(t *testing.T, rt isolate.Runtime, tpl isolate.Template, leftovers
 // (evict, as memory pressure does to rarely read files); the sender then
 // loads the first page of each file its secret's set bits name, and the
 // receiver times each page's first read (and uses mincore where the policy
-// allows it). Every sandbox reads its root through a superblock of its
-// own, so the receiver must decode at chance; on the shared root this
-// decoded 64/64 on every runtime. The probe run as one invocation, up to
-// controlTries times, must decode its secrets above chance
-// (residency.ControlPassed), so the receiver is known to work on this
-// host. run runs the script of one mode as one invocation; later names one
-// in the failure messages ("container", "invocation").
-func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict func(), run func(residency.Mode, []byte) isolate.Outcome) {
-	probe := func(mode residency.Mode, secret uint64) isolate.Outcome {
+// allows it). No two sandboxes share a page cache whose residency can
+// change (a superblock of their own, or a root whose pages are always
+// resident), so the receiver must decode at chance; on the shared root this
+// decoded 64/64 on every runtime. The probe run by control as one
+// invocation, up to controlTries times, must decode its secrets above
+// chance (residency.ControlPassed), so the receiver is known to work on
+// this host: control is run itself where the root's pages can be cold, and
+// a host run over an evictable tree where they cannot. run runs the script
+// of one mode as one invocation; later names one in the failure messages
+// ("container", "invocation").
+func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict func(), control, run func(residency.Mode, []byte) isolate.Outcome) {
+	probe := func(run func(residency.Mode, []byte) isolate.Outcome, mode residency.Mode, secret uint64) isolate.Outcome {
 		t.Helper()
 		o := run(mode, residency.Script(mode, secret))
 		require.Equal(t, isolate.KindOK, o.Kind, "%s: %s\nstderr: %s", mode, o.Detail, o.Stderr)
@@ -356,12 +359,12 @@ func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict 
 	}
 	correct, passed := 0, false
 	for try := 1; try <= controlTries && !passed; try++ {
-		control, err := residency.Secret()
+		secret, err := residency.Secret()
 		require.NoError(t, err)
 		evict()
-		res, err := residency.Parse(probe(residency.Both, control).Output)
+		res, err := residency.Parse(probe(control, residency.Both, secret).Output)
 		require.NoError(t, err)
-		got := residency.Correct(res.Timing, control)
+		got := residency.Correct(res.Timing, secret)
 		correct += got
 		passed = residency.ControlPassed(correct, try, controlTries)
 		t.Logf("positive control (one invocation), try %d: %d/64 by timing, %d/%d pooled (at least %d passes), ns %v",
@@ -373,8 +376,8 @@ func RootPageCacheNotShared(t *testing.T, controlTries int, later string, evict 
 	secret, err := residency.Secret()
 	require.NoError(t, err)
 	evict()
-	probe(residency.Send, secret)
-	res, err := residency.Parse(probe(residency.Recv, 0).Output)
+	probe(run, residency.Send, secret)
+	res, err := residency.Parse(probe(run, residency.Recv, 0).Output)
 	require.NoError(t, err)
 	got := residency.Correct(res.Timing, secret)
 	t.Logf("two invocations: %d/64 by timing, ns %v", got, res.Ns)

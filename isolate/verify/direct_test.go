@@ -179,7 +179,7 @@ func userNamespacesPossible(t *testing.T) bool {
 }
 
 // TestDirectFilterSelection runs the selection docs/verify.md gives,
-// "--probe filter/", in the real direct sandbox: the root image the runtime
+// "--probe filter/", in the real direct sandbox: the root tree the runtime
 // keeps for the run is not a leftover of the filter job.
 func TestDirectFilterSelection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

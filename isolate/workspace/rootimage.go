@@ -13,9 +13,12 @@ import (
 	"github.com/awf-project/awf/rootfs"
 )
 
-// Every sandbox gets its own mount of the root filesystem image, never a
-// shared directory or a bind of one. A bind shares the superblock, so it
-// shares the page cache, the inode cache and the dentry cache: one sandbox
+// A sandbox's root is never a shared directory of a filesystem whose caches
+// can change, nor a bind of one: it is either a mount of the root
+// filesystem image of its own (gvisor, docker; below) or the read-only root
+// tree on a ramfs whose caches cannot change (direct; roottree.go). A bind
+// shares the superblock, so it shares the page cache, the inode cache and
+// the dentry cache: on a disk-backed tree one sandbox
 // could evict or load chosen pages of a stdlib file and a later one read
 // them back (with mincore or preadv2(RWF_NOWAIT), or just by timing a read),
 // which carries bits from a confidential repository's query into a public
@@ -47,9 +50,11 @@ const (
 	loopAttempts     = 16
 )
 
-// RootImages is one runtime's store of root filesystem images: a ramfs at
-// a directory the runtime owns, holding one verified erofs image per rootfs
-// digest, built on first use. It is safe for concurrent use.
+// RootImages is one runtime's store of root filesystems: a ramfs at a
+// directory the runtime owns, holding one verified erofs image per rootfs
+// digest, built on first use, and the read-only root trees (roottree.go),
+// each on a ramfs of its own mounted in that directory. It is safe for
+// concurrent use.
 type RootImages struct {
 	fsDir string
 	ws    *Workspace // when set, its directory and journal are written before the ramfs exists
@@ -63,6 +68,10 @@ type RootImages struct {
 	loop     *bool                 // how images mount here, once known
 	byRoot   map[string]*RootImage // rootfs dir -> image
 	byDigest map[string]*RootImage // rootfs digest -> image
+	// The read-only trees (roottree.go), each on a ramfs of its own
+	// mounted in the store's directory.
+	treeByRoot   map[string]*RootTree // rootfs dir -> tree
+	treeByDigest map[string]*RootTree // rootfs digest -> tree
 }
 
 // RootImage is one verified image in a store.
@@ -77,7 +86,8 @@ type RootImage struct {
 // NewRootImages returns a store whose ramfs is mounted at fsDir on first
 // use. The caller journals fsDir before the first Image call.
 func NewRootImages(fsDir string) *RootImages {
-	return &RootImages{fsDir: fsDir, byRoot: map[string]*RootImage{}, byDigest: map[string]*RootImage{}}
+	return &RootImages{fsDir: fsDir, byRoot: map[string]*RootImage{}, byDigest: map[string]*RootImage{},
+		treeByRoot: map[string]*RootTree{}, treeByDigest: map[string]*RootTree{}}
 }
 
 // NewWorkspaceRootImages returns the store of a backend whose state is a
@@ -218,6 +228,8 @@ func (s *RootImages) Close(ctx context.Context) error {
 	defer s.mu.Unlock()
 	clear(s.byRoot)
 	clear(s.byDigest)
+	clear(s.treeByRoot)
+	clear(s.treeByDigest)
 	s.mounted = false
 	if err := Remove(ctx, s.Dir()); err != nil {
 		return fmt.Errorf("workspace: root images: %w", err)

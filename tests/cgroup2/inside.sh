@@ -14,8 +14,9 @@ step() {
     echo "--- FAIL: $name ($((SECONDS - t0))s)"; fails=$((fails + 1))
   fi
 }
-# The VM's minimal init loads no modules. The direct runtime mounts each
-# sandbox's root from an erofs image, through a loop device on this kernel.
+# The VM's minimal init loads no modules. gvisor mounts each sandbox's root
+# from an erofs image, through a loop device on this kernel, and so does the
+# positive control of the direct runtime's page-cache test.
 modprobe -a loop erofs || echo "test-cgroup2: modprobe loop erofs failed; the direct runtime will say why"
 # A bounded-agent enclave's only link is a veth pair with a clsact BPF filter
 # on its proxy end.
