@@ -24,12 +24,7 @@ import (
 // is read-only.
 func TestRootTreeCarriesNoState(t *testing.T) {
 	root := buildTestRoot(t)
-	dir := t.TempDir()
-	s := NewRootImages(filepath.Join(dir, "fs"))
-	t.Cleanup(func() {
-		require.NoError(t, s.Close(context.Background()))
-		requireNoRootMounts(t, dir)
-	})
+	s, dir := newTreeStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tr, err := s.Tree(ctx, root)
@@ -121,12 +116,7 @@ func negativeDentries(t *testing.T) int64 {
 // the copy's digest differ.
 func TestRootTreeFailsClosed(t *testing.T) {
 	root := buildTestRoot(t)
-	dir := t.TempDir()
-	s := NewRootImages(filepath.Join(dir, "fs"))
-	t.Cleanup(func() {
-		require.NoError(t, s.Close(context.Background()))
-		requireNoRootMounts(t, dir)
-	})
+	s, dir := newTreeStore(t)
 	require.NoError(t, os.Chown(filepath.Join(root, carrier), 1234, 1234))
 	_, err := s.Tree(context.Background(), root)
 	require.ErrorContains(t, err, "does not hold its tree")
@@ -135,4 +125,17 @@ func TestRootTreeFailsClosed(t *testing.T) {
 	for _, e := range ents {
 		require.False(t, strings.HasPrefix(e.Name(), treePrefix), "a refused tree left %s", e.Name())
 	}
+}
+
+// newTreeStore returns a store in a fresh directory, which it closes at
+// cleanup, checking that no mount is left below the directory.
+func newTreeStore(t *testing.T) (*RootImages, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s := NewRootImages(filepath.Join(dir, "fs"))
+	t.Cleanup(func() {
+		require.NoError(t, s.Close(context.Background()))
+		requireNoRootMounts(t, dir)
+	})
+	return s, dir
 }
