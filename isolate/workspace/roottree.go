@@ -35,9 +35,12 @@ import (
 //     would not make the superblock writable, and only the host's root
 //     can remount it.
 //
-// What a process holds on a shared inode (locks, leases, notify marks,
-// mappings) ends with the process, and every sandbox's processes are gone
-// before the next one starts.
+// What a process holds on a shared inode (locks, notify marks, mappings;
+// leases need a file it owns) ends with the process, and every sandbox's
+// processes are gone before the next job starts. Two jobs that ran at the
+// same time could signal through such a hold (a lock taken and tested), as
+// through any live host state: the broker never overlaps two jobs (the
+// run's one lane), and each runtime, so each run, has a tree of its own.
 //
 // Compared with a mount of the image per sandbox, nothing is mounted or
 // unmounted per sandbox and no page cache is filled at a request or freed
