@@ -95,9 +95,15 @@ func BuildImage(ctx context.Context, dir, want, out string) (ImageInfo, error) {
 
 // ImageName is the file name of the image of a tree with the given digest.
 func ImageName(digest string) string {
+	return "root-" + ShortDigest(digest) + ".erofs"
+}
+
+// ShortDigest is the start of a digest's hex that names the files and
+// mount points of one tree (24 digits, 96 bits).
+func ShortDigest(digest string) string {
 	hexd := strings.TrimPrefix(digest, "sha256:")
 	if len(hexd) > 24 {
 		hexd = hexd[:24]
 	}
-	return "root-" + hexd + ".erofs"
+	return hexd
 }

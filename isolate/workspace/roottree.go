@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -86,7 +85,7 @@ func (s *RootImages) Tree(ctx context.Context, dir string) (*RootTree, error) {
 		s.treeByRoot[dir] = tr
 		return tr, nil
 	}
-	mnt := filepath.Join(s.fsDir, treePrefix+strings.TrimSuffix(strings.TrimPrefix(rootfs.ImageName(digest), "root-"), ".erofs"))
+	mnt := filepath.Join(s.fsDir, treePrefix+rootfs.ShortDigest(digest))
 	tr, err := copyTree(ctx, dir, mnt, digest)
 	if err != nil {
 		if uerr := UnmountRoot(mnt); uerr != nil {

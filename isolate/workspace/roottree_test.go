@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate/workspace/residency"
 	"github.com/awf-project/awf/rootfs"
 )
 
@@ -45,7 +46,7 @@ func TestRootTreeCarriesNoState(t *testing.T) {
 
 	t.Run("pages stay resident", func(t *testing.T) {
 		for _, base := range []string{root, tr.Dir} {
-			require.NoError(t, evict(filepath.Join(base, carrier)))
+			require.NoError(t, residency.Evict(filepath.Join(base, carrier)))
 		}
 		require.False(t, resident(t, filepath.Join(root, carrier)), "the source tree's page was not evicted: the check proves nothing")
 		require.True(t, resident(t, filepath.Join(tr.Dir, carrier)), "a page of the tree was evicted")
@@ -82,19 +83,6 @@ func TestRootTreeCarriesNoState(t *testing.T) {
 		_, err = os.OpenFile(filepath.Join(m, carrier), os.O_WRONLY, 0)
 		require.ErrorIs(t, err, unix.EROFS)
 	})
-}
-
-// evict writes back and drops every page of p from the page cache.
-func evict(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return err
-	}
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
 // negativeDentries is the host's count of negative dentries

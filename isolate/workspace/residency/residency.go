@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -146,20 +147,32 @@ func EvictCarriers(root string) error {
 		return err
 	}
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return fmt.Errorf("residency: %w", err)
+		if err := Evict(p); err != nil {
+			return err
 		}
-		// Dirty pages (a freshly built root) are not dropped: write them
-		// back first.
-		err = unix.Fdatasync(int(f.Fd()))
-		if err == nil {
-			err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-		}
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("residency: evict %s: %w", p, err)
-		}
+	}
+	return nil
+}
+
+// Evict drops every page of the file p from the page cache it is read
+// through. Dirty pages (a freshly built root) are not dropped, so they are
+// written back first, where the file system writes at all: a read-only
+// one (an erofs mount) has nothing to write back and refuses the sync.
+func Evict(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("residency: %w", err)
+	}
+	defer f.Close()
+	err = unix.Fdatasync(int(f.Fd()))
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EROFS) {
+		err = nil
+	}
+	if err == nil {
+		err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	}
+	if err != nil {
+		return fmt.Errorf("residency: evict %s: %w", p, err)
 	}
 	return nil
 }
