@@ -4,14 +4,63 @@
 set -uo pipefail
 export TMPDIR=/tmp
 fails=0
+# The VM tool's boot line sets the console's log level; a step that stalls
+# must say why, so the kernel's own reports of a stuck guest (hung tasks,
+# RCU stalls, the OOM killer: KERN_ERR) reach the console whatever it says.
+dmesg -n 4 2>/dev/null || true
+echo 1 2>/dev/null > /proc/sys/kernel/sysrq || true
+# stuck reports what a step that outran its bound is waiting on: the
+# guest's memory (a guest short of it thrashes without a word), every task
+# with its state and kernel wait channel, and the kernel stacks of the
+# blocked ones (sysrq w).
+stuck() {
+  echo "test-cgroup2: memory at ${SECONDS}s:"
+  grep -E '^(MemTotal|MemAvailable|Shmem|Unevictable|Mlocked):' /proc/meminfo
+  echo "test-cgroup2: tasks at ${SECONDS}s:"
+  ps -eo pid,ppid,stat,wchan:32,etimes,args --sort=pid | cut -c1-200
+  echo w 2>/dev/null > /proc/sysrq-trigger && dmesg | tail -n 300
+}
+# step NAME BOUND CMD...: runs CMD; past BOUND seconds it reports what it
+# waits on, sends SIGQUIT (a Go binary prints every goroutine and exits),
+# then SIGKILL after 30 s more, and the step fails. One stuck step then
+# fails alone instead of consuming the VM's whole time with no trace, and
+# a heartbeat tells a stuck step from a stuck guest.
 step() {
-  local name=$1; shift
-  echo "=== test-cgroup2: $name"
+  local name=$1 bound=$2; shift 2
+  echo "=== test-cgroup2: $name (bound ${bound}s)"
   local t0=$SECONDS
-  if "$@"; then
+  # A script's background command starts with SIGINT and SIGQUIT ignored;
+  # env restores them, so the step runs as it would in the foreground.
+  env --default-signal=INT,QUIT "$@" &
+  local pid=$!
+  # The helpers sleep in the background and wait, so that their TERM
+  # trap ends the sleep too and no orphan holds the console.
+  (
+    s=; trap '[ -z "$s" ] || kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "$bound" & s=$!; wait "$s"
+    kill -0 "$pid" 2>/dev/null || exit 0
+    echo "test-cgroup2: $name outran its bound of ${bound}s"; stuck
+    kill -QUIT "$pid" 2>/dev/null; pkill -QUIT -P "$pid" 2>/dev/null
+    sleep 30 & s=$!; wait "$s"
+    kill -0 "$pid" 2>/dev/null || exit 0
+    pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+  ) &
+  local dog=$!
+  (
+    s=; trap '[ -z "$s" ] || kill "$s" 2>/dev/null; exit 0' TERM
+    while :; do
+      sleep 120 & s=$!; wait "$s"
+      echo "test-cgroup2: $name still running at $((SECONDS - t0))s ($(grep -m1 '^MemAvailable:' /proc/meminfo | tr -s ' '))"
+    done
+  ) &
+  local beat=$!
+  local rc=0
+  wait "$pid" || rc=$?
+  kill "$dog" "$beat" 2>/dev/null; wait "$dog" "$beat" 2>/dev/null
+  if [ "$rc" -eq 0 ]; then
     echo "--- PASS: $name ($((SECONDS - t0))s)"
   else
-    echo "--- FAIL: $name ($((SECONDS - t0))s)"; fails=$((fails + 1))
+    echo "--- FAIL: $name ($((SECONDS - t0))s, exit $rc)"; fails=$((fails + 1))
   fi
 }
 # The VM's minimal init loads no modules. gvisor mounts each sandbox's root
@@ -33,7 +82,7 @@ unshare -U true || { echo "test-cgroup2: FAIL: no user namespace here; run this 
 mkdir -p /var/lib/awf/private && mount -t tmpfs -o mode=0700 awf-private /var/lib/awf/private \
   || { echo "test-cgroup2: FAIL: cannot give awf an empty /var/lib/awf/private"; exit 1; }
 
-step "cgroup v2 behaviour" bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 20m
+step "cgroup v2 behaviour" 420 bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 6m
 # The 200-cycle start/destroy stress test proves a thread race of the host
 # side, not cgroup v2 behaviour, and its 4-minute bound does not fit an
 # emulated VM; make test runs it on the host. So do the two inode-counter
@@ -42,18 +91,18 @@ step "cgroup v2 behaviour" bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.
 # outran the step's 30 minutes; they measure host-wide counters, not the
 # cgroup hierarchy, and tests/channels/README.md gives the VM command for
 # the channel suite.
-step "direct runtime root tests" bin/cgroup2/direct.test -test.count=1 -test.timeout 30m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^(TestStressPrepareDestroy|TestProcInodeCounterChannel|TestShmInodeCounterChannel)$}"
-step "awf isolate verify --runtime direct" bin/awf isolate verify --runtime direct --require direct
-step "awf isolate verify --agent" bin/awf isolate verify --agent
+step "direct runtime root tests" 1260 bin/cgroup2/direct.test -test.count=1 -test.timeout 20m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^(TestStressPrepareDestroy|TestProcInodeCounterChannel|TestShmInodeCounterChannel)$}"
+step "awf isolate verify --runtime direct" 600 bin/awf isolate verify --runtime direct --require direct
+step "awf isolate verify --agent" 600 bin/awf isolate verify --agent
 # gVisor under the ptrace platform in an emulated VM takes 15-50 s a sandbox,
 # so the VM runs the tests and probes that depend on the cgroup hierarchy:
 # the probe, the typed limit outcomes (TestSuite/limits: memory.events, pids.events, the wall
 # clock), the cpuset split, the sweep of a crashed run's cgroups, and the
 # verify limit probes with its leftover checks. The rest of the backend does
 # not depend on the cgroup version; make test runs all of it on the host.
-step "gvisor runtime cgroup tests" bin/cgroup2/gvisor.test -test.count=1 -test.timeout 30m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestSuite|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$/^limits$}"
-step "awf isolate verify --runtime gvisor (limits)" bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
-step "awf isolate verify --enclave (direct, gvisor)" bin/awf isolate verify --enclave --runtime direct --runtime gvisor
+step "gvisor runtime cgroup tests" 780 bin/cgroup2/gvisor.test -test.count=1 -test.timeout 12m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestSuite|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$/^limits$}"
+step "awf isolate verify --runtime gvisor (limits)" 600 bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
+step "awf isolate verify --enclave (direct, gvisor)" 300 bin/awf isolate verify --enclave --runtime direct --runtime gvisor
 # The fault suite's kill cases that depend on the cgroup hierarchy: kill -9
 # of awf run mid-query on direct and gvisor (the watchdog kills the sandbox
 # and the frozen agent with cgroup.kill and sweeps every cgroup of the run),
@@ -62,9 +111,9 @@ step "awf isolate verify --enclave (direct, gvisor)" bin/awf isolate verify --en
 # host, where a kill leaves nothing within 2 s; here code runs many times
 # slower (one runsc call of the watchdog's reclaim takes seconds), so the
 # bound is 30 s: this proves that everything is reclaimed, not how fast.
-step "fault kill cases (direct, gvisor)" bin/cgroup2/faults.test -test.count=1 -test.timeout 20m -faults.bin bin -faults.bound 30s \
+step "fault kill cases (direct, gvisor)" 780 bin/cgroup2/faults.test -test.count=1 -test.timeout 12m -faults.bin bin -faults.bound 30s \
   -test.run "${FAULTS_TESTS:-^TestKill(AwfRun|Broker|AgentShim)$/^(direct|gvisor)$/^mid-query$}" -test.skip "${FAULTS_SKIP:-^TestKillBroker$/^gvisor$}"
-step "awf run end to end" tests/cgroup2/e2e.sh
+step "awf run end to end" 600 tests/cgroup2/e2e.sh
 
 if [ "$fails" -ne 0 ]; then
   echo "test-cgroup2: $fails step(s) failed"; exit 1
