@@ -9,22 +9,50 @@ fails=0
 # RCU stalls, the OOM killer: KERN_ERR) reach the console whatever it says.
 dmesg -n 4 2>/dev/null || true
 echo 1 2>/dev/null > /proc/sys/kernel/sysrq || true
+# The watchdog below uses shell builtins only, and naps on a FIFO of the
+# guest's /tmp: every program of this root is read over 9p, so a guest
+# whose 9p is stuck could run none of them, and then it must still speak.
+nap_fifo=/tmp/.test-cgroup2-nap
+rm -f "$nap_fifo"; mkfifo "$nap_fifo"
+nap() { read -rt "$1" <> "$nap_fifo" || true; }
+# meminfo prints the guest's memory lines named in $@ on one line.
+meminfo() {
+  local k v u out=
+  while read -r k v u; do
+    for n in "$@"; do [ "$k" = "$n:" ] && out+=" $n $((v / 1024)) MiB"; done
+  done < /proc/meminfo
+  echo "${out# }"
+}
+# children prints the pids whose parent is $1.
+children() {
+  local f st
+  for f in /proc/[0-9]*/stat; do
+    read -r st < "$f" 2>/dev/null || continue
+    st=${st##*) }; set -- "$1" $st
+    [ "$3" = "$1" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
+  done
+}
 # stuck reports what a step that outran its bound is waiting on: the
 # guest's memory (a guest short of it thrashes without a word), every task
 # with its state and kernel wait channel, and the kernel stacks of the
-# blocked ones (sysrq w).
+# blocked ones (sysrq w, which prints to the console itself).
 stuck() {
-  echo "test-cgroup2: memory at ${SECONDS}s:"
-  grep -E '^(MemTotal|MemAvailable|Shmem|Unevictable|Mlocked):' /proc/meminfo
-  echo "test-cgroup2: tasks at ${SECONDS}s:"
-  ps -eo pid,ppid,stat,wchan:32,etimes,args --sort=pid | cut -c1-200
-  echo w 2>/dev/null > /proc/sysrq-trigger && dmesg | tail -n 300
+  echo "test-cgroup2: memory at ${SECONDS}s: $(meminfo MemTotal MemAvailable Shmem Unevictable)"
+  echo "test-cgroup2: user tasks at ${SECONDS}s (pid (comm) state ppid, wait channel):"
+  local f st w
+  for f in /proc/[0-9]*/stat; do
+    read -r st < "$f" 2>/dev/null || continue
+    w=; read -r w < "${f%stat}wchan" 2>/dev/null
+    set -- ${st#*) }
+    [ "$2" = 2 ] || [ "$2" = 0 ] || echo "  ${st%%) *}) $1 $2 ${w:--}"
+  done
+  echo w 2>/dev/null > /proc/sysrq-trigger
 }
 # step NAME BOUND CMD...: runs CMD; past BOUND seconds it reports what it
 # waits on, sends SIGQUIT (a Go binary prints every goroutine and exits),
-# then SIGKILL after 30 s more, and the step fails. One stuck step then
-# fails alone instead of consuming the VM's whole time with no trace, and
-# a heartbeat tells a stuck step from a stuck guest.
+# then SIGKILL to it and its children after 30 s more, and the step fails.
+# One stuck step then fails alone instead of consuming the VM's whole time
+# with no trace, and a heartbeat tells a stuck step from a stuck guest.
 step() {
   local name=$1 bound=$2; shift 2
   echo "=== test-cgroup2: $name (bound ${bound}s)"
@@ -33,24 +61,19 @@ step() {
   # env restores them, so the step runs as it would in the foreground.
   env --default-signal=INT,QUIT "$@" &
   local pid=$!
-  # The helpers sleep in the background and wait, so that their TERM
-  # trap ends the sleep too and no orphan holds the console.
   (
-    s=; trap '[ -z "$s" ] || kill "$s" 2>/dev/null; exit 0' TERM
-    sleep "$bound" & s=$!; wait "$s"
+    nap "$bound"
     kill -0 "$pid" 2>/dev/null || exit 0
     echo "test-cgroup2: $name outran its bound of ${bound}s"; stuck
-    kill -QUIT "$pid" 2>/dev/null; pkill -QUIT -P "$pid" 2>/dev/null
-    sleep 30 & s=$!; wait "$s"
+    kill -QUIT "$pid" 2>/dev/null
+    nap 30
     kill -0 "$pid" 2>/dev/null || exit 0
-    pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    kill -KILL $(children "$pid") "$pid" 2>/dev/null
   ) &
   local dog=$!
   (
-    s=; trap '[ -z "$s" ] || kill "$s" 2>/dev/null; exit 0' TERM
-    while :; do
-      sleep 120 & s=$!; wait "$s"
-      echo "test-cgroup2: $name still running at $((SECONDS - t0))s ($(grep -m1 '^MemAvailable:' /proc/meminfo | tr -s ' '))"
+    while nap 120; do
+      echo "test-cgroup2: $name still running at $((SECONDS - t0))s ($(meminfo MemAvailable))"
     done
   ) &
   local beat=$!
