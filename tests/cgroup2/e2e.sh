@@ -38,7 +38,9 @@ AGENT
 chmod 755 "$work/agent.sh"
 
 cd /
-got=$("$here/bin/awf" run --config "$work/awf.json" -- /bin/sh "$work/agent.sh")
+# inside.sh copies bin into the guest's memory (AWF_CGROUP2_BIN); awf finds
+# bounded-query beside itself.
+got=$("${AWF_CGROUP2_BIN:-$here/bin}/awf" run --config "$work/awf.json" -- /bin/sh "$work/agent.sh")
 echo "e2e: the agent got: $got"
 [ "$got" = '{"status":"ok","result":true}' ] || { echo "e2e: want {\"status\":\"ok\",\"result\":true}"; exit 1; }
 echo "e2e: awf run answered the bounded query on cgroup v2"

@@ -105,7 +105,17 @@ unshare -U true || { echo "test-cgroup2: FAIL: no user namespace here; run this 
 mkdir -p /var/lib/awf/private && mount -t tmpfs -o mode=0700 awf-private /var/lib/awf/private \
   || { echo "test-cgroup2: FAIL: cannot give awf an empty /var/lib/awf/private"; exit 1; }
 
-step "cgroup v2 behaviour" 420 bin/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 6m
+# Every binary runs from the guest's own memory, not from the 9p share: a
+# direct sandbox starts from a sealed copy of /proc/self/exe (an overlayfs
+# over the binary's directory, or a memfd copy of it), so from the share
+# each sandbox would read its runtime's binary over 9p again. A real host
+# runs them from a local disk. bin's layout is kept: awf finds its sibling
+# binaries next to itself.
+bin=/tmp/awf-cgroup2-bin
+rm -rf "$bin" && cp -a bin "$bin" || { echo "test-cgroup2: FAIL: cannot copy bin to $bin"; exit 1; }
+export AWF_CGROUP2_BIN=$bin
+
+step "cgroup v2 behaviour" 420 "$bin"/cgroup2/cgroup2.test -test.v -test.count=1 -test.timeout 6m
 # The 200-cycle start/destroy stress test proves a thread race of the host
 # side, not cgroup v2 behaviour, and its 4-minute bound does not fit an
 # emulated VM; make test runs it on the host. So do the two inode-counter
@@ -114,18 +124,18 @@ step "cgroup v2 behaviour" 420 bin/cgroup2/cgroup2.test -test.v -test.count=1 -t
 # outran the step's 30 minutes; they measure host-wide counters, not the
 # cgroup hierarchy, and tests/channels/README.md gives the VM command for
 # the channel suite.
-step "direct runtime root tests" 1260 bin/cgroup2/direct.test -test.count=1 -test.timeout 20m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^(TestStressPrepareDestroy|TestProcInodeCounterChannel|TestShmInodeCounterChannel)$}"
-step "awf isolate verify --runtime direct" 600 bin/awf isolate verify --runtime direct --require direct
-step "awf isolate verify --agent" 600 bin/awf isolate verify --agent
+step "direct runtime root tests" 1260 "$bin"/cgroup2/direct.test -test.count=1 -test.timeout 20m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^(TestStressPrepareDestroy|TestProcInodeCounterChannel|TestShmInodeCounterChannel)$}"
+step "awf isolate verify --runtime direct" 600 "$bin"/awf isolate verify --runtime direct --require direct
+step "awf isolate verify --agent" 600 "$bin"/awf isolate verify --agent
 # gVisor under the ptrace platform in an emulated VM takes 15-50 s a sandbox,
 # so the VM runs the tests and probes that depend on the cgroup hierarchy:
 # the probe, the typed limit outcomes (TestSuite/limits: memory.events, pids.events, the wall
 # clock), the cpuset split, the sweep of a crashed run's cgroups, and the
 # verify limit probes with its leftover checks. The rest of the backend does
 # not depend on the cgroup version; make test runs all of it on the host.
-step "gvisor runtime cgroup tests" 780 bin/cgroup2/gvisor.test -test.count=1 -test.timeout 12m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestSuite|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$/^limits$}"
-step "awf isolate verify --runtime gvisor (limits)" 600 bin/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
-step "awf isolate verify --enclave (direct, gvisor)" 300 bin/awf isolate verify --enclave --runtime direct --runtime gvisor
+step "gvisor runtime cgroup tests" 780 "$bin"/cgroup2/gvisor.test -test.count=1 -test.timeout 12m -test.run "${GVISOR_TESTS:-^(TestProbeChoosesAWorkingPlatform|TestRunTrivialQuery|TestSuite|TestSandboxCPUs|TestSweepRemovesWhatACrashLeft)$/^limits$}"
+step "awf isolate verify --runtime gvisor (limits)" 600 "$bin"/awf isolate verify --runtime gvisor --require gvisor --probe limit/ --probe priv/cgroupns
+step "awf isolate verify --enclave (direct, gvisor)" 300 "$bin"/awf isolate verify --enclave --runtime direct --runtime gvisor
 # The fault suite's kill cases that depend on the cgroup hierarchy: kill -9
 # of awf run mid-query on direct and gvisor (the watchdog kills the sandbox
 # and the frozen agent with cgroup.kill and sweeps every cgroup of the run),
@@ -134,7 +144,7 @@ step "awf isolate verify --enclave (direct, gvisor)" 300 bin/awf isolate verify 
 # host, where a kill leaves nothing within 2 s; here code runs many times
 # slower (one runsc call of the watchdog's reclaim takes seconds), so the
 # bound is 30 s: this proves that everything is reclaimed, not how fast.
-step "fault kill cases (direct, gvisor)" 780 bin/cgroup2/faults.test -test.count=1 -test.timeout 12m -faults.bin bin -faults.bound 30s \
+step "fault kill cases (direct, gvisor)" 780 "$bin"/cgroup2/faults.test -test.count=1 -test.timeout 12m -faults.bin "$bin" -faults.bound 30s \
   -test.run "${FAULTS_TESTS:-^TestKill(AwfRun|Broker|AgentShim)$/^(direct|gvisor)$/^mid-query$}" -test.skip "${FAULTS_SKIP:-^TestKillBroker$/^gvisor$}"
 step "awf run end to end" 600 tests/cgroup2/e2e.sh
 
