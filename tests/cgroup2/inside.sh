@@ -23,13 +23,17 @@ meminfo() {
   done < /proc/meminfo
   echo "${out# }"
 }
-# children prints the pids whose parent is $1.
-children() {
-  local f st
+# tasks prints one line per user task: pid, parent, state, kernel wait
+# channel and (comm). Kernel threads (children of kthreadd, pid 2) are left
+# out: sysrq w shows the blocked ones.
+tasks() {
+  local f st w comm
   for f in /proc/[0-9]*/stat; do
     read -r st < "$f" 2>/dev/null || continue
-    st=${st##*) }; set -- "$1" $st
-    [ "$3" = "$1" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
+    w=; read -r w < "${f%stat}wchan" 2>/dev/null
+    comm=${st#*(}; comm=${comm%)*}
+    set -- ${st##*) }
+    [ "$2" = 2 ] || [ "$2" = 0 ] || echo "${st%% (*} $2 $1 ${w:--} ($comm)"
   done
 }
 # stuck reports what a step that outran its bound is waiting on: the
@@ -38,14 +42,8 @@ children() {
 # blocked ones (sysrq w, which prints to the console itself).
 stuck() {
   echo "test-cgroup2: memory at ${SECONDS}s: $(meminfo MemTotal MemAvailable Shmem Unevictable)"
-  echo "test-cgroup2: user tasks at ${SECONDS}s (pid (comm) state ppid, wait channel):"
-  local f st w
-  for f in /proc/[0-9]*/stat; do
-    read -r st < "$f" 2>/dev/null || continue
-    w=; read -r w < "${f%stat}wchan" 2>/dev/null
-    set -- ${st#*) }
-    [ "$2" = 2 ] || [ "$2" = 0 ] || echo "  ${st%%) *}) $1 $2 ${w:--}"
-  done
+  echo "test-cgroup2: user tasks at ${SECONDS}s (pid ppid state wchan (comm)):"
+  tasks
   echo w 2>/dev/null > /proc/sysrq-trigger
 }
 # step NAME BOUND CMD...: runs CMD; past BOUND seconds it reports what it
@@ -68,7 +66,7 @@ step() {
     kill -QUIT "$pid" 2>/dev/null
     nap 30
     kill -0 "$pid" 2>/dev/null || exit 0
-    kill -KILL $(children "$pid") "$pid" 2>/dev/null
+    kill -KILL $(tasks | while read -r p pp _; do [ "$pp" = "$pid" ] && echo "$p"; done) "$pid" 2>/dev/null
   ) &
   local dog=$!
   (
@@ -121,7 +119,7 @@ step "cgroup v2 behaviour" 420 "$bin"/cgroup2/cgroup2.test -test.v -test.count=1
 # emulated VM; make test runs it on the host. So do the two inode-counter
 # channel tests: each runs some 200 sandboxes, and since every interpreter
 # imports the bootstrap's modules (seconds each under emulation) they alone
-# outran the step's 30 minutes; they measure host-wide counters, not the
+# outran the 30 minutes this step then had; they measure host-wide counters, not the
 # cgroup hierarchy, and tests/channels/README.md gives the VM command for
 # the channel suite.
 step "direct runtime root tests" 1260 "$bin"/cgroup2/direct.test -test.count=1 -test.timeout 20m -test.run "${DIRECT_TESTS:-.}" -test.skip "${DIRECT_SKIP:-^(TestStressPrepareDestroy|TestProcInodeCounterChannel|TestShmInodeCounterChannel)$}"
