@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -113,7 +114,7 @@ type AgentOptions struct {
 	Now func() time.Time
 }
 
-var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+var modelName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
 
 // AgentKind is the bounded-agent job kind.
 type AgentKind struct{ o AgentOptions }
@@ -130,7 +131,7 @@ func NewAgentKind(o AgentOptions) (*AgentKind, error) {
 		return bad("maxOutputBytes %d must be in 1..%d", o.MaxOutputBytes, proto.MaxResultBytes)
 	case o.Profile != agentloop.ProfileOpenAI && o.Profile != agentloop.ProfileAnthropic:
 		return bad("profile %q must be openai or anthropic", o.Profile)
-	case !modelName.MatchString(o.Model):
+	case !modelName().MatchString(o.Model):
 		return bad("model %q is not a model name", o.Model)
 	case !o.Proxy.IsValid() || o.Proxy.Port() == 0:
 		return bad("no API-proxy address for the enclave")

@@ -200,7 +200,7 @@ const (
 // label, so that no free text (a path, a repository name) reaches telemetry.
 const CategoryUnknown = "unknown"
 
-var telemetryCategory = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+var telemetryCategory = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`) })
 
 // NewTelemetry returns the record for one event. A class or state outside
 // the seed's sets, and a backend or category that is not a short lower-case
@@ -208,7 +208,7 @@ var telemetryCategory = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 // fields and never carries free text.
 func NewTelemetry(primary, query, class, state, category string) Telemetry {
 	label := func(s string) string {
-		if telemetryCategory.MatchString(s) {
+		if telemetryCategory().MatchString(s) {
 			return s
 		}
 		return CategoryUnknown

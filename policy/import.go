@@ -452,7 +452,7 @@ func convert(name, format string, prof dockerProfile) (*Imported, error) {
 					}
 				}
 			}
-			if !syscallNameRE.MatchString(n) {
+			if !syscallNameRE().MatchString(n) {
 				return fail("%s: %q is not a system call name", where, n)
 			}
 			if len(exists) == 0 {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -13,10 +14,10 @@ import (
 const maxPolicyBytes = 1 << 20
 
 var (
-	syscallNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-	groupNameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-	constNameRE   = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
-	argRE         = regexp.MustCompile(`^arg([0-5])$`)
+	syscallNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_]*$`) })
+	groupNameRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]*$`) })
+	constNameRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`) })
+	argRE         = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^arg([0-5])$`) })
 )
 
 // parser holds the state of one parse.
@@ -237,7 +238,7 @@ func (ps *parser) parseDefault(kw token, rest []token, reason string) {
 }
 
 func (ps *parser) parseGroup(kw token, rest []token, desc string) {
-	if len(rest) != 1 || !groupNameRE.MatchString(rest[0].text) {
+	if len(rest) != 1 || !groupNameRE().MatchString(rest[0].text) {
 		ps.errorf(kw.col, "group takes one lower-case name (letters, digits, '-')")
 		return
 	}

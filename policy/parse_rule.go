@@ -47,7 +47,7 @@ func (ps *parser) parseRule(toks []token, endCol int) (Rule, bool) {
 		return r, false
 	}
 	name := toks[0]
-	if !syscallNameRE.MatchString(name.text) {
+	if !syscallNameRE().MatchString(name.text) {
 		ps.errorf(name.col, "%q is not a system call name", name.text)
 		return r, false
 	}
@@ -130,7 +130,7 @@ func (ps *parser) parseConds(toks []token, col int, syscall string) ([]Cond, []t
 // parseCond reads argN [& MASK] OP VALUE | argN [& MASK] in {VALUE, ...}.
 func (ps *parser) parseCond(toks []token) (Cond, []token, bool) {
 	var c Cond
-	m := argRE.FindStringSubmatch(toks[0].text)
+	m := argRE().FindStringSubmatch(toks[0].text)
 	if m == nil {
 		ps.errorf(toks[0].col, "expected arg0..arg5, got %q", toks[0].text)
 		return c, nil, false
@@ -237,7 +237,7 @@ func (ps *parser) parseValue(toks []token, col int) (uint64, string, []token, bo
 			}
 			v |= n
 			symbolic = false
-		case constNameRE.MatchString(t.text):
+		case constNameRE().MatchString(t.text):
 			n, ok := lookupConstant(t.text)
 			if !ok {
 				ps.errorf(t.col, "unknown constant %q", t.text)

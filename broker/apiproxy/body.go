@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/awf-project/awf/broker/jsonfile"
@@ -134,7 +135,7 @@ func scanValue(dec *json.Decoder, depth int) (any, error) {
 
 // tokenCount is a positive decimal integer without sign, fraction or
 // exponent, short enough to fit comfortably in an int64.
-var tokenCount = regexp.MustCompile(`^[1-9][0-9]{0,11}$`)
+var tokenCount = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[1-9][0-9]{0,11}$`) })
 
 // checked is what checkRequest learned from a body it accepted.
 type checked struct {
@@ -183,7 +184,7 @@ func checkRequest(p Protocol, b []byte, allowedModel string, maxTokens int) (che
 			continue
 		}
 		n, isNum := v.(json.Number)
-		if !isNum || !tokenCount.MatchString(n.String()) {
+		if !isNum || !tokenCount().MatchString(n.String()) {
 			return c, refuse(CodeInvalidField, "%s must be a positive integer", name)
 		}
 		t, _ := strconv.ParseInt(n.String(), 10, 64)

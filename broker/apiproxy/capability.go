@@ -21,7 +21,7 @@ const CallerAgent = "agent"
 // file is recognisable; the 64 hex digits after it are 256 random bits.
 const capabilityPrefix = "awf-cap-"
 
-var callerShape = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var callerShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) })
 
 // Limits is what one capability may spend. Every field must be set: there
 // is no zero value that means "unlimited".
@@ -86,7 +86,7 @@ func newRegistry() *registry {
 // issue creates a capability for caller with limits l, whose requests go
 // upstream through rt alone, and returns its token.
 func (r *registry) issue(caller string, l Limits, rt *http.Transport) (string, error) {
-	if !callerShape.MatchString(caller) {
+	if !callerShape().MatchString(caller) {
 		return "", fmt.Errorf("capability: caller %q: want 1..64 of A-Z a-z 0-9 . _ -", caller)
 	}
 	if err := l.validate(); err != nil {

@@ -36,7 +36,7 @@ const controlTimeout = 5 * time.Second
 
 // enclaveCaller is the only caller shape the control channel issues for:
 // "enclave-" and an invocation id.
-var enclaveCaller = regexp.MustCompile(`^enclave-[0-9a-f]{1,56}$`)
+var enclaveCaller = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^enclave-[0-9a-f]{1,56}$`) })
 
 type controlRequest struct {
 	Op          string `json:"op"` // issue, revoke, listen
@@ -286,7 +286,7 @@ func (s *controlServer) handle(msg []byte, fds []int) controlReply {
 	switch req.Op {
 	case "issue":
 		switch {
-		case !enclaveCaller.MatchString(req.Caller):
+		case !enclaveCaller().MatchString(req.Caller):
 			return fail("caller %q is not an enclave invocation", req.Caller)
 		case req.MaxRequests < 1 || req.MaxRequests > s.enclave.MaxRequests:
 			return fail("maxRequests %d must be in 1..%d", req.MaxRequests, s.enclave.MaxRequests)

@@ -45,7 +45,7 @@ func FuzzControlHandle(f *testing.F) {
 		if ref != nil {
 			t.Fatalf("issued %q does not authenticate", reply.Token)
 		}
-		if !enclaveCaller.MatchString(c.caller) || c.limits.MaxRequests > lim.MaxRequests || c.limits.MaxTokens > lim.MaxTokens ||
+		if !enclaveCaller().MatchString(c.caller) || c.limits.MaxRequests > lim.MaxRequests || c.limits.MaxTokens > lim.MaxTokens ||
 			c.limits.MaxRequests < 1 || c.limits.MaxTokens < 1 || len(c.limits.Models) != len(lim.Models) {
 			t.Fatalf("issued a capability outside the enclave limits for %q: %+v", msg, c.limits)
 		}

@@ -61,7 +61,7 @@ func TestAllowedVariableSchemaIsProtosRule(t *testing.T) {
 		_, lerr := Load([]byte(doc))
 		serr := checkSchema(t, []byte(doc))
 		assert.Equal(t, lerr == nil, serr == nil, "%s: loader=%v schema=%v", n, lerr, serr)
-		if envName.MatchString(n) {
+		if envName().MatchString(n) {
 			assert.Equal(t, proto.NeverAllowed(n), lerr != nil, "%s: %v", n, lerr)
 		}
 	}

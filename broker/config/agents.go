@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The defaults and bounds of the boundedAgents block. Every default is the
@@ -132,11 +133,13 @@ func DefaultBoundedAgents() BoundedAgents {
 
 // cpuShape is a CPU count: 0.01 to 99.999 in at most three decimals. The
 // schema states the same pattern.
-var cpuShape = regexp.MustCompile(`^(?:[1-9][0-9]?(?:\.[0-9]{1,3})?|0\.(?:[1-9][0-9]{0,2}|0[1-9][0-9]?))$`)
+var cpuShape = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:[1-9][0-9]?(?:\.[0-9]{1,3})?|0\.(?:[1-9][0-9]{0,2}|0[1-9][0-9]?))$`)
+})
 
 // ParseCPU converts a cpuLimit string ("1", "0.5") to thousandths of a CPU.
 func ParseCPU(s string) (int64, error) {
-	if !cpuShape.MatchString(s) {
+	if !cpuShape().MatchString(s) {
 		return 0, fmt.Errorf("cpuLimit %q: want a CPU count from 0.01 to 99.999, at most three decimals", s)
 	}
 	whole, frac, _ := strings.Cut(s, ".")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/awf-project/awf/proto"
 )
@@ -216,19 +217,23 @@ func Load(src []byte) (*Config, error) {
 }
 
 var (
-	memoryShape = regexp.MustCompile(`^(?:(?:1[6-9]|[2-9][0-9]|[1-9][0-9]{2,5})[mM]|[1-9][0-9]{0,2}[gG])$`)
-	digestShape = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	sourceShape = regexp.MustCompile(`^(?:https://[^\s]+|/.*)$`)
-	refShape    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,254}$`)
-	refDots     = regexp.MustCompile(`^[^.]*(\.[^.]+)*\.?$`)
-	userShape   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	absPath     = regexp.MustCompile(`^/.*$`)
-	envName     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+	memoryShape = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:(?:1[6-9]|[2-9][0-9]|[1-9][0-9]{2,5})[mM]|[1-9][0-9]{0,2}[gG])$`)
+	})
+	digestShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
+	sourceShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:https://[^\s]+|/.*)$`) })
+	refShape    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,254}$`) })
+	refDots     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^.]*(\.[^.]+)*\.?$`) })
+	userShape   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`) })
+	absPath     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/.*$`) })
+	envName     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`) })
 	// baseURLShape: https to any DNS name or IPv4 address, or plain http to
 	// a loopback address only (tests and local servers), with an optional
 	// path prefix; no user info, query or fragment.
-	baseURLShape = regexp.MustCompile(`^(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|\[::1\]))(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~-]+)*/?$`)
-	modelShape   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+	baseURLShape = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|\[::1\]))(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~-]+)*/?$`)
+	})
+	modelShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
 )
 
 // ValidSlug reports whether s is a bare owner/name slug: the protocol's one
@@ -238,7 +243,7 @@ func ValidSlug(s string) bool { return proto.ValidateRepoSlug(s) == nil }
 
 // ParseMemory converts a memoryLimit string ("512m", "1g") to bytes.
 func ParseMemory(s string) (int64, error) {
-	if !memoryShape.MatchString(s) {
+	if !memoryShape().MatchString(s) {
 		return 0, fmt.Errorf("memoryLimit %q: want 16m..999999m or 1g..999g", s)
 	}
 	var n int64

@@ -112,7 +112,7 @@ func (l *loader) size(p string, m map[string]any, key string, dst *string, n *in
 
 // model reads a model name: boundedAgents.model, apiProxy.targets.*.model.
 func (l *loader) model(p string, m map[string]any, dst *string) {
-	if s, ok := l.text(p, m, "model", dst); ok && !modelShape.MatchString(s) {
+	if s, ok := l.text(p, m, "model", dst); ok && !modelShape().MatchString(s) {
 		l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
 	}
 }
@@ -230,10 +230,10 @@ func (l *loader) boundedQueries(v any, b *BoundedQueries, warnings *[]string) {
 	if v, ok := m["rootfs"]; ok {
 		b.RootFS = l.rootfs(p+".rootfs", v)
 	}
-	if s, ok := l.text(p, m, "dockerSocket", &b.DockerSocket); ok && !absPath.MatchString(s) {
+	if s, ok := l.text(p, m, "dockerSocket", &b.DockerSocket); ok && !absPath().MatchString(s) {
 		l.fail(p+".dockerSocket", "must be an absolute path to a Unix socket")
 	}
-	if s, ok := l.text(p, m, "runscPath", &b.RunscPath); ok && !absPath.MatchString(s) {
+	if s, ok := l.text(p, m, "runscPath", &b.RunscPath); ok && !absPath().MatchString(s) {
 		l.fail(p+".runscPath", "must be an absolute path")
 	}
 }
@@ -245,11 +245,11 @@ func (l *loader) rootfs(p string, v any) *RootFS {
 	}
 	r := &RootFS{}
 	l.required(p, m, "path")
-	if s, ok := l.text(p, m, "path", &r.Path); ok && !absPath.MatchString(s) {
+	if s, ok := l.text(p, m, "path", &r.Path); ok && !absPath().MatchString(s) {
 		l.fail(p+".path", "must be an absolute path")
 	}
 	l.required(p, m, "digest")
-	if s, ok := l.text(p, m, "digest", &r.Digest); ok && !digestShape.MatchString(s) {
+	if s, ok := l.text(p, m, "digest", &r.Digest); ok && !digestShape().MatchString(s) {
 		l.fail(p+".digest", "must be sha256: followed by 64 lower-case hex digits")
 	}
 	return r
@@ -325,10 +325,10 @@ func (l *loader) repo(p string, m map[string]any) (Repo, bool) {
 		l.fail(p+".sensitivity", "is required (one of %s)", strings.Join(proto.Sensitivities(), ", "))
 	}
 	l.choice(p, m, "sensitivity", proto.Sensitivities(), &r.Sensitivity)
-	if s, ok := l.text(p, m, "source", &r.Source); ok && !sourceShape.MatchString(s) {
+	if s, ok := l.text(p, m, "source", &r.Source); ok && !sourceShape().MatchString(s) {
 		l.fail(p+".source", "must be an https:// URL or an absolute local path")
 	}
-	if s, ok := l.text(p, m, "ref", &r.Ref); ok && (!refShape.MatchString(s) || !refDots.MatchString(s)) {
+	if s, ok := l.text(p, m, "ref", &r.Ref); ok && (!refShape().MatchString(s) || !refDots().MatchString(s)) {
 		l.fail(p+".ref", "%q is not a branch, tag or commit name", s)
 	}
 	return r, len(l.errs) == n
@@ -342,7 +342,7 @@ func (l *loader) agent(v any, a *Agent, warnings *[]string) {
 	if u, ok := m["user"]; ok {
 		switch t := u.(type) {
 		case string:
-			if !userShape.MatchString(t) {
+			if !userShape().MatchString(t) {
 				l.fail("agent.user", "%q is not a user name", t)
 			}
 			a.User = t
@@ -387,7 +387,7 @@ func (l *loader) agentEnv(p string, v any) []string {
 			continue
 		}
 		switch {
-		case !envName.MatchString(s):
+		case !envName().MatchString(s):
 			l.fail(ip, notEnvName, s)
 		case proto.IsGitHubCredentialVariable(s):
 			l.fail(ip, "%q is a GitHub credential: it never reaches the agent when bounded queries are enabled (it could clone the private repositories directly), so it cannot be allowed", s)
@@ -440,10 +440,10 @@ func (l *loader) apiTarget(p, protocol string, v any) APITarget {
 	if !ok {
 		return t
 	}
-	if s, ok := l.text(p, m, "baseUrl", &t.BaseURL); ok && !baseURLShape.MatchString(s) {
+	if s, ok := l.text(p, m, "baseUrl", &t.BaseURL); ok && !baseURLShape().MatchString(s) {
 		l.fail(p+".baseUrl", "%q: want https://HOST[:PORT][/PREFIX], or http:// to 127.0.0.1 or [::1] only; no user, query or fragment", s)
 	}
-	if s, ok := l.text(p, m, "apiKeyEnv", &t.APIKeyEnv); ok && !envName.MatchString(s) {
+	if s, ok := l.text(p, m, "apiKeyEnv", &t.APIKeyEnv); ok && !envName().MatchString(s) {
 		l.fail(p+".apiKeyEnv", notEnvName, s)
 	}
 	l.model(p, m, &t.Model)

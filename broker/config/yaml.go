@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -237,12 +238,12 @@ func decodeYAML(src []byte) (any, yamlIndex, error) {
 
 // yamlLine finds the line number in the parser's messages ("yaml: line 3:
 // did not find expected key"); it reports no column.
-var yamlLine = regexp.MustCompile(`^yaml: line ([0-9]+): `)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line ([0-9]+): `) })
 
 func syntaxError(err error) error {
 	msg := err.Error()
 	p := Problem{Msg: msg}
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(msg); m != nil {
 		p.Line, _ = strconv.Atoi(m[1])
 		p.Msg = "invalid YAML: " + msg[len(m[0]):]
 	} else {
@@ -460,13 +461,17 @@ func jsonKind(v any) string {
 
 var (
 	// jsonNumber is RFC 8259's number grammar.
-	jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
+	jsonNumber = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
+	})
 	// yaml11Number is what YAML 1.1 (and 1.2's core schema, which it
 	// contains) reads as an int or a float: base 2, 8, 16 and 60,
 	// underscores, a leading "+" or ".", infinities and NaN.
-	yaml11Number = regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	yaml11Number = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	})
 	// yaml11Bool is what YAML 1.1 reads as a boolean, in any case.
-	yaml11Bool = regexp.MustCompile(`^(?i:y|yes|n|no|on|off|true|false)$`)
+	yaml11Bool = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?i:y|yes|n|no|on|off|true|false)$`) })
 )
 
 // scalar converts a scalar node: quoted and block scalars are strings, plain
@@ -486,11 +491,11 @@ func scalar(n *yaml.Node) (any, error) {
 		return false, nil
 	case v == "null" || v == "~" || v == "":
 		return nil, nil
-	case jsonNumber.MatchString(v):
+	case jsonNumber().MatchString(v):
 		return json.Number(v), nil
-	case yaml11Bool.MatchString(v):
+	case yaml11Bool().MatchString(v):
 		return nil, fmt.Errorf("plain %s is a boolean to some YAML readers and a string to others: write true or false, or quote it", v)
-	case yaml11Number.MatchString(v):
+	case yaml11Number().MatchString(v):
 		return nil, fmt.Errorf("plain %s is not a number as JSON writes one (30, 1.5, 3e1) and some YAML readers take it for one: write it as JSON does, or quote it", v)
 	case n.Tag != "!!str":
 		return nil, fmt.Errorf("plain %s is read as %s by YAML, not as a string: quote it (null, true and false are written as JSON writes them)", v, n.Tag)

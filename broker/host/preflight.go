@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/awf-project/awf/isolate/enclave"
@@ -234,18 +235,18 @@ func hasUserinfo(s string) bool {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {
 		// An unparsable URL with an @ before its path is judged by its shape.
-		return userinfoShape.MatchString(s)
+		return userinfoShape().MatchString(s)
 	}
 	_, pw := u.User.Password()
 	return pw || u.Scheme == "http" || u.Scheme == "https"
 }
 
 var (
-	userinfoShape = regexp.MustCompile(`^(?i)https?://[^/@]+@`)
-	userinfoPart  = regexp.MustCompile(`://[^/@]*@`)
+	userinfoShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?i)https?://[^/@]+@`) })
+	userinfoPart  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`://[^/@]*@`) })
 )
 
-func redactUserinfo(s string) string { return userinfoPart.ReplaceAllString(s, "://***@") }
+func redactUserinfo(s string) string { return userinfoPart().ReplaceAllString(s, "://***@") }
 
 // HideInputs are the paths the agent's view must cover.
 type HideInputs struct {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -412,7 +413,9 @@ func openKmsg() kmsgReader {
 }
 
 var (
-	kmsgSeccomp = regexp.MustCompile(`type=1326 .*\bpid=(\d+) .*\bcomm="([^"]*)".*\bsig=(\d+) arch=([0-9a-f]+) syscall=(\d+)`)
+	kmsgSeccomp = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`type=1326 .*\bpid=(\d+) .*\bcomm="([^"]*)".*\bsig=(\d+) arch=([0-9a-f]+) syscall=(\d+)`)
+	})
 	auditArches = map[string]struct {
 		name string
 		arch libseccomp.ScmpArch
@@ -447,7 +450,7 @@ func (k kmsgReader) seccompKills() []seccompKill {
 		}
 		line := sc.Text()
 		if _, msg, ok := strings.Cut(line, ";"); ok {
-			if m := kmsgSeccomp.FindStringSubmatch(msg); m != nil && m[3] == strconv.Itoa(int(unix.SIGSYS)) {
+			if m := kmsgSeccomp().FindStringSubmatch(msg); m != nil && m[3] == strconv.Itoa(int(unix.SIGSYS)) {
 				kills = append(kills, parseKill(m))
 			}
 		}

@@ -147,7 +147,7 @@ json.dump(len(open('/query/repo/.git/shallow').read().split()), open('/query/out
 // gives them and names the call.
 func TestSeccompKillRecord(t *testing.T) {
 	rec := `audit: type=1326 audit(1796161946.800:2829): auid=4294967295 uid=65534 gid=65534 ses=4294967295 pid=22170 comm="python3" exe="/usr/bin/python3.11" sig=31 arch=c000003e syscall=56 compat=0 ip=0x7f2c30766353 code=0x80000000`
-	m := kmsgSeccomp.FindStringSubmatch(rec)
+	m := kmsgSeccomp().FindStringSubmatch(rec)
 	require.NotNil(t, m)
 	k := parseKill(m)
 	assert.Equal(t, seccompKill{Syscall: "clone", Number: 56, Arch: "x86_64", Comm: "python3", PID: 22170}, k)

@@ -93,7 +93,7 @@ func InitIfRequested() {
 // idPattern is what a cgroup parent and a swept container name may contain:
 // they become parts of cgroup names and paths. Run ids follow
 // workspace.ValidID, the rule every backend applies.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`) })
 
 // Runtime is the direct backend. It owns HostConfig.StateDir exclusively
 // while it is open.
@@ -151,8 +151,8 @@ func Open(h isolate.HostConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("direct: state dir %q must be an absolute path", h.StateDir)
 	}
 	h.CgroupParent = h.Parent()
-	if !idPattern.MatchString(h.CgroupParent) {
-		return nil, fmt.Errorf("direct: cgroup parent %q must match %s", h.CgroupParent, idPattern)
+	if !idPattern().MatchString(h.CgroupParent) {
+		return nil, fmt.Errorf("direct: cgroup parent %q must match %s", h.CgroupParent, idPattern())
 	}
 	state := filepath.Clean(h.StateDir)
 	if err := checkOutsideExe(state); err != nil {

@@ -53,7 +53,7 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		ents, _ := os.ReadDir(dir)
 		for _, de := range ents {
 			id := de.Name()
-			if known[id] || r.isActive(id) || !idPattern.MatchString(id) {
+			if known[id] || r.isActive(id) || !idPattern().MatchString(id) {
 				continue
 			}
 			unjournalled[id] = entry{Kind: entrySandbox, Name: id, Container: id,
@@ -67,7 +67,7 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		valid       func(string) bool
 		entry       func(name, path string) entry
 	}{
-		{r.roots, "root-", idPattern.MatchString, func(name, p string) entry { return entry{Kind: entryRoot, Name: name, Mount: p} }},
+		{r.roots, "root-", idPattern().MatchString, func(name, p string) entry { return entry{Kind: entryRoot, Name: name, Mount: p} }},
 		{r.viewDir, "view-", isViewDir, func(name, p string) entry { return entry{Kind: entryView, Name: name, View: p} }},
 	} {
 		des, _ := os.ReadDir(k.dir)
@@ -126,7 +126,7 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 		leaves := r.sandboxCgroups(e)
 		thawDirs(leaves)
 		if e.Container != "" {
-			if !idPattern.MatchString(e.Container) {
+			if !idPattern().MatchString(e.Container) {
 				return fmt.Errorf("journalled container id %q is invalid", e.Container)
 			}
 			errs = append(errs, r.reclaimContainer(ctx, e.Container))

@@ -107,8 +107,8 @@ var (
 // '.', which separates it from the invocation's name in every resource's
 // name (Prefix + run + "." + name), so that Sweep can tell runs apart.
 var (
-	namePattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	namePattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+	runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 )
 
 // Enclave is the network of one invocation. Close removes all of it.
@@ -134,7 +134,7 @@ type Enclave struct {
 // Confine, once the backend knows the job's first process. On failure
 // everything created is removed.
 func New(ctx context.Context, o Options) (_ *Enclave, err error) {
-	if !runIDPattern.MatchString(o.RunID) || !namePattern.MatchString(o.Name) {
+	if !runIDPattern().MatchString(o.RunID) || !namePattern().MatchString(o.Name) {
 		return nil, fmt.Errorf("enclave: run %q or name %q is not a plain name", o.RunID, o.Name)
 	}
 	if o.Port == 0 {

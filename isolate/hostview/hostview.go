@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -148,13 +149,13 @@ func Lookup(path string) (Entry, bool) {
 }
 
 // pidEntry matches the /proc entries that belong to processes.
-var pidEntry = regexp.MustCompile(`^[1-9][0-9]*$`)
+var pidEntry = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[1-9][0-9]*$`) })
 
 // LiveProcEntry reports whether the top-level /proc entry name stays live in
 // the agent's view: process directories and the self links, which a pid
 // namespace already confines to the agent's own processes.
 func LiveProcEntry(name string) bool {
-	return pidEntry.MatchString(name) || name == "self" || name == "thread-self"
+	return pidEntry().MatchString(name) || name == "self" || name == "thread-self"
 }
 
 // MaxSnapshotBytes bounds one snapshotted file. procfs files are small; a

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -92,15 +93,15 @@ func List(parent string) ([]string, error) {
 }
 
 var (
-	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	idPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+	namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
 )
 
 // ValidID checks a run or invocation id: 1 to 64 letters, digits, '_', '.'
 // or '-', starting with a letter or digit. Ids end up in names, labels and
 // paths.
 func ValidID(kind, id string) error {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return fmt.Errorf("%s id %q: want 1-64 of [A-Za-z0-9_.-], starting with a letter or digit", kind, id)
 	}
 	return nil
@@ -108,7 +109,7 @@ func ValidID(kind, id string) error {
 
 // ValidName checks a workspace directory name.
 func ValidName(name string) error {
-	if !namePattern.MatchString(name) {
+	if !namePattern().MatchString(name) {
 		return fmt.Errorf("workspace: bad name %q", name)
 	}
 	return nil
