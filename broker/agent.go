@@ -9,10 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -29,21 +27,6 @@ import (
 // bucket, envelope, audit), on a broker of its own: its own socket, seeds,
 // private root, ledger and maxInvocations, so that spending on one
 // subsystem never consumes the other's balance.
-
-// The bounded-agent framing: the version header first, then the repository
-// and the schema, as for queries; the body is the task text.
-const (
-	HeaderAgentVersion = "x-awf-agent-version"
-	AgentVersionValue  = "1"
-	// MaxAgentTaskBytes is the hard cap on a task, whatever the config says.
-	MaxAgentTaskBytes = 65536
-)
-
-// AgentHeaderNames returns the framing headers of a bounded-agent request,
-// in the order the client sends them, a fresh slice each call.
-func AgentHeaderNames() []string {
-	return []string{HeaderAgentVersion, proto.HeaderRepo, proto.HeaderSchema}
-}
 
 // Paths inside the enclave (the enclave contract, owned by agentloop).
 // Everything is read-only but the two tmpfs mounts, EnclaveOutDir and
@@ -87,7 +70,7 @@ func EnclaveCaller(invocationID string) string { return "enclave-" + invocationI
 // AgentOptions configure the bounded-agent kind, from the trusted config
 // only: nothing here is reachable from a request.
 type AgentOptions struct {
-	// MaxTaskBytes caps the task (1..MaxAgentTaskBytes).
+	// MaxTaskBytes caps the task (1..proto.MaxAgentTaskBytes).
 	MaxTaskBytes int
 	// MaxOutputBytes caps result.json (1..proto.MaxResultBytes).
 	MaxOutputBytes int
@@ -114,8 +97,6 @@ type AgentOptions struct {
 	Now func() time.Time
 }
 
-var modelName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
-
 // AgentKind is the bounded-agent job kind.
 type AgentKind struct{ o AgentOptions }
 
@@ -125,13 +106,13 @@ func NewAgentKind(o AgentOptions) (*AgentKind, error) {
 		return nil, fmt.Errorf("bounded agents: "+format, args...)
 	}
 	switch {
-	case o.MaxTaskBytes < 1 || o.MaxTaskBytes > MaxAgentTaskBytes:
-		return bad("maxTaskBytes %d must be in 1..%d", o.MaxTaskBytes, MaxAgentTaskBytes)
+	case o.MaxTaskBytes < 1 || o.MaxTaskBytes > proto.MaxAgentTaskBytes:
+		return bad("maxTaskBytes %d must be in 1..%d", o.MaxTaskBytes, proto.MaxAgentTaskBytes)
 	case o.MaxOutputBytes < 1 || o.MaxOutputBytes > proto.MaxResultBytes:
 		return bad("maxOutputBytes %d must be in 1..%d", o.MaxOutputBytes, proto.MaxResultBytes)
 	case o.Profile != agentloop.ProfileOpenAI && o.Profile != agentloop.ProfileAnthropic:
 		return bad("profile %q must be openai or anthropic", o.Profile)
-	case !modelName().MatchString(o.Model):
+	case !proto.ValidModelName(o.Model):
 		return bad("model %q is not a model name", o.Model)
 	case !o.Proxy.IsValid() || o.Proxy.Port() == 0:
 		return bad("no API-proxy address for the enclave")
@@ -164,10 +145,10 @@ func NewAgentKind(o AgentOptions) (*AgentKind, error) {
 func (*AgentKind) Name() string { return "agent" }
 
 // Headers implements JobKind.
-func (*AgentKind) Headers() []string { return AgentHeaderNames() }
+func (*AgentKind) Headers() []string { return proto.AgentHeaderNames() }
 
 // Version implements JobKind.
-func (*AgentKind) Version() string { return AgentVersionValue }
+func (*AgentKind) Version() string { return proto.AgentProtocolVersion }
 
 // MaxBody implements JobKind.
 func (k *AgentKind) MaxBody() int { return k.o.MaxTaskBytes }

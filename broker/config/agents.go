@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/awf-project/awf/proto"
 )
 
 // The defaults and bounds of the boundedAgents block. Every default is the
@@ -29,7 +31,7 @@ const (
 	MinAgentPidsLimit         = 8
 	MaxAgentPidsLimit         = 4096
 	MaxAgentOutputBytes       = 8192
-	MaxAgentTaskBytes         = 65536
+	MaxAgentTaskBytes         = proto.MaxAgentTaskBytes
 	MaxAgentModelRequests     = 64
 	MaxAgentModelTokens       = 32768
 	MaxAgentMaxInvocations    = MaxMaxInvocations

@@ -233,7 +233,6 @@ var (
 	baseURLShape = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|\[::1\]))(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~-]+)*/?$`)
 	})
-	modelShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
 )
 
 // ValidSlug reports whether s is a bare owner/name slug: the protocol's one

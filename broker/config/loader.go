@@ -112,7 +112,7 @@ func (l *loader) size(p string, m map[string]any, key string, dst *string, n *in
 
 // model reads a model name: boundedAgents.model, apiProxy.targets.*.model.
 func (l *loader) model(p string, m map[string]any, dst *string) {
-	if s, ok := l.text(p, m, "model", dst); ok && !modelShape().MatchString(s) {
+	if s, ok := l.text(p, m, "model", dst); ok && !proto.ValidModelName(s) {
 		l.fail(p+".model", "%q is not a model name (letters, digits, . _ : / @ + -; at most 128)", s)
 	}
 }

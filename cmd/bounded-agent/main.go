@@ -22,15 +22,9 @@ import (
 	"github.com/awf-project/awf/proto"
 )
 
-// The framing of a bounded-agent request (broker.AgentHeaderNames; a test
-// keeps the two equal).
-const (
-	headerAgentVersion = "x-awf-agent-version"
-	agentVersion       = "1"
-	// maxTaskBytes is the hard cap; AWF_BOUNDED_AGENT_MAX_TASK_BYTES, set
-	// by awf from boundedAgents.maxTaskBytes, can only lower it.
-	maxTaskBytes = 65536
-)
+// maxTaskBytes is the hard cap; AWF_BOUNDED_AGENT_MAX_TASK_BYTES, set by awf
+// from boundedAgents.maxTaskBytes, can only lower it.
+const maxTaskBytes = proto.MaxAgentTaskBytes
 
 func main() { client.Main(client.ErrorLine, run) }
 
@@ -44,7 +38,7 @@ func run(argv []string) string {
 		return client.ErrorLine
 	}
 	headers := [][2]string{
-		{headerAgentVersion, agentVersion},
+		{proto.HeaderAgentVersion, proto.AgentProtocolVersion},
 		{proto.HeaderRepo, a.Repo},
 		{proto.HeaderSchema, client.EncodeSchema(a.Schema)},
 	}

@@ -27,12 +27,6 @@ func TestMain(m *testing.M) { fixture.MainWithCLI(m, "bounded-agent", &cli.Bin) 
 // errLine is every failure's line.
 const errLine = client.ErrorLine + "\n"
 
-func TestFramingIsTheBrokers(t *testing.T) {
-	assert.Equal(t, []string{headerAgentVersion, proto.HeaderRepo, proto.HeaderSchema}, broker.AgentHeaderNames())
-	assert.Equal(t, broker.AgentVersionValue, agentVersion)
-	assert.Equal(t, broker.MaxAgentTaskBytes, maxTaskBytes)
-}
-
 // taskRuntime answers every enclave with the task text as its result, so
 // that the test sees exactly what reached the broker.
 type taskRuntime struct{ fixture.EchoRuntime }
