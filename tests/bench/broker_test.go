@@ -80,9 +80,13 @@ const (
 const brokerSeeds = 10
 
 // measureBroker runs "awf broker" in the foreground with ten seeds (mid
-// and nine 10-file ones) on the direct runtime, asks n queries through the
-// bounded-query CLI as the agent user, and reads the broker's RSS and its
-// audit log's timings.
+// and nine 10-file ones) on the direct runtime, twice: with a warm pool of
+// one sandbox per seed, where it asks n queries through the bounded-query
+// CLI as the agent user and reads the broker's RSS, and without a pool,
+// where every query builds its sandbox cold. The cold pass is the cold
+// path as awf runs it: each sandbox's init is the awf binary itself, with
+// all of awf's initializers, where the suite's own direct-cold row starts
+// the bench's test binary. Both read the broker's audit log's timings.
 func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 	b := Broker{Workload: w.ID}
 	if mid == nil {
@@ -104,29 +108,9 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 		b.Blocked = err.Error()
 		return b
 	}
-	type repoCfg struct {
-		Repo        string `json:"repo"`
-		Sensitivity string `json:"sensitivity"`
-		Source      string `json:"source"`
-	}
-	repos := []repoCfg{{"bench/r" + mid.id, "public", mid.dir}}
+	repos := []brokerRepo{{"bench/r" + mid.id, "public", mid.dir}}
 	for _, r := range small {
-		repos = append(repos, repoCfg{"bench/" + r.id, "public", r.dir})
-	}
-	bq := map[string]any{
-		"enabled": true, "privateRepos": repos, "runtime": "direct", "maxInvocations": 1000, "warmPool": 1,
-		"rootfs": map[string]any{"path": s.env.RootFS, "digest": s.env.RootFSHash},
-	}
-	b.Config = fmt.Sprintf("direct runtime, %d seeds, warmPool 1 each", brokerSeeds)
-	raw, err := json.Marshal(map[string]any{"boundedQueries": bq, "agent": map[string]any{"user": s.env.AgentUser}})
-	if err != nil {
-		b.Blocked = err.Error()
-		return b
-	}
-	cfg := filepath.Join(s.work, "broker.json")
-	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
-		b.Blocked = err.Error()
-		return b
+		repos = append(repos, brokerRepo{"bench/" + r.id, "public", r.dir})
 	}
 	u, err := user.Lookup(s.env.AgentUser)
 	if err != nil {
@@ -135,21 +119,85 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	plan := brokerPlan{repos: repos, repo: "bench/r" + mid.id, script: w.Script, uid: uid, gid: gid}
+
+	b.Config = fmt.Sprintf("direct runtime, %d seeds, warmPool 1 each", brokerSeeds)
+	plan.warmPool, plan.think, plan.backToBack = 1, s.p.brokerN, s.p.brokerN/2
+	warm, blocked := s.runBroker(plan)
+	if blocked != "" {
+		b.Blocked = blocked
+		return b
+	}
+	b.RSSReadyMiB, b.RSSEndMiB, b.RSSPeakMiB = warm.rssReady, warm.rssEnd, warm.rssPeak
+	b.Processing, b.Wall, b.WallBackToBack, b.Buckets = Summarise(warm.procs), Summarise(warm.walls), Summarise(warm.b2b), warm.buckets
+	b.ThinkMS, b.BackToBackMS = thinkTime.Milliseconds(), backToBack.Milliseconds()
+	logf("bench: broker: processing median %.0f ms, wall at the agent %.1f ms, RSS peak %.1f MiB", b.Processing.MedianMS, b.Wall.MedianMS, b.RSSPeakMiB)
+
+	b.ColdConfig = fmt.Sprintf("direct runtime, %d seeds, warmPool 0", brokerSeeds)
+	plan.warmPool, plan.think, plan.backToBack = 0, 0, max(s.p.brokerN/2, 2)
+	cold, blocked := s.runBroker(plan)
+	if blocked != "" {
+		b.ColdBlocked = blocked
+		return b
+	}
+	b.ProcessingCold, b.WallCold, b.BucketsCold = Summarise(cold.procs), Summarise(cold.b2b), cold.buckets
+	logf("bench: broker without a pool: processing median %.0f ms, wall at the agent %.1f ms", b.ProcessingCold.MedianMS, b.WallCold.MedianMS)
+	return b
+}
+
+// brokerRepo is one privateRepos entry of the broker's config.
+type brokerRepo struct {
+	Repo        string `json:"repo"`
+	Sensitivity string `json:"sensitivity"`
+	Source      string `json:"source"`
+}
+
+// brokerPlan is one broker pass: its seeds and pool, and how many queries
+// it asks thinkTime after the previous answer, then backToBack after it.
+type brokerPlan struct {
+	repos             []brokerRepo
+	warmPool          int
+	repo, script      string
+	uid, gid          int
+	think, backToBack int
+}
+
+// brokerResult is what one pass measured.
+type brokerResult struct {
+	rssReady, rssEnd, rssPeak float64
+	walls, b2b, procs         []time.Duration
+	buckets                   map[string]int
+}
+
+// runBroker runs one pass of plan against a foreground "awf broker" and
+// stops it. It returns a sentence instead when the pass could not run.
+func (s *suite) runBroker(plan brokerPlan) (brokerResult, string) {
+	var res brokerResult
+	bq := map[string]any{
+		"enabled": true, "privateRepos": plan.repos, "runtime": "direct", "maxInvocations": 1000, "warmPool": plan.warmPool,
+		"rootfs": map[string]any{"path": s.env.RootFS, "digest": s.env.RootFSHash},
+	}
+	raw, err := json.Marshal(map[string]any{"boundedQueries": bq, "agent": map[string]any{"user": s.env.AgentUser}})
+	if err != nil {
+		return res, err.Error()
+	}
+	cfg := filepath.Join(s.work, fmt.Sprintf("broker-pool%d.json", plan.warmPool))
+	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
+		return res, err.Error()
+	}
 
 	cmd := exec.Command(s.env.AwfBin, "broker", "--config", cfg)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		b.Blocked = err.Error()
-		return b
+		return res, err.Error()
 	}
 	var errb fixture.SyncBuffer
 	cmd.Stderr = &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		b.Blocked = err.Error()
-		return b
+		return res, err.Error()
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -183,45 +231,40 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 	case socket = <-sockc:
 	case err := <-done:
 		stopped = true
-		b.Blocked = fmt.Sprintf("the broker exited (%v): %s", err, tail(errb.String()))
-		return b
+		return res, fmt.Sprintf("the broker exited (%v): %s", err, tail(errb.String()))
 	case <-time.After(5 * time.Minute):
-		b.Blocked = "the broker was not ready within 5 min: " + tail(errb.String())
-		return b
+		return res, "the broker was not ready within 5 min: " + tail(errb.String())
 	}
 	pid := brokerPID(cmd.Process.Pid)
 	if pid == 0 {
-		b.Blocked = "the broker process (awf broker --serve) was not found"
-		return b
+		return res, "the broker process (awf broker --serve) was not found"
 	}
 	time.Sleep(2 * time.Second) // let the pool fill
-	b.RSSReadyMiB, _ = rssMiB(pid)
-	var walls, b2b []time.Duration
+	res.rssReady, _ = rssMiB(pid)
 	schema := `{"type":"boolean"}`
-	// The first n queries leave the refill time to finish (it holds the
-	// lane until its own bucket); the last n/2 come back to back.
-	for i := 0; i < s.p.brokerN+s.p.brokerN/2; i++ {
-		q := exec.Command(filepath.Join(s.env.BinDir, "bounded-query"), "--repo", "bench/r"+mid.id, "--schema", schema)
+	// The first queries leave the refill time to finish (it holds the
+	// lane until its own bucket); the rest come back to back.
+	for i := 0; i < plan.think+plan.backToBack; i++ {
+		q := exec.Command(filepath.Join(s.env.BinDir, "bounded-query"), "--repo", plan.repo, "--schema", schema)
 		q.Dir = "/"
 		q.Env = []string{"PATH=/usr/bin:/bin", proto.QuerySocketEnv + "=" + socket}
-		q.Stdin = strings.NewReader(w.Script)
-		q.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		q.Stdin = strings.NewReader(plan.script)
+		q.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(plan.uid), Gid: uint32(plan.gid)}}
 		t0 := time.Now()
 		out, err := q.Output()
 		d := time.Since(t0)
 		if err != nil || strings.TrimSpace(string(out)) != `{"status":"ok","result":true}` {
-			b.Blocked = fmt.Sprintf("query %d: %v: %q", i, err, out)
-			return b
+			return res, fmt.Sprintf("query %d: %v: %q", i, err, out)
 		}
-		if i < s.p.brokerN {
-			walls = append(walls, d)
+		if i < plan.think {
+			res.walls = append(res.walls, d)
 			time.Sleep(thinkTime)
 		} else {
-			b2b = append(b2b, d)
+			res.b2b = append(res.b2b, d)
 			time.Sleep(backToBack)
 		}
 	}
-	b.RSSEndMiB, b.RSSPeakMiB = rssMiB(pid)
+	res.rssEnd, res.rssPeak = rssMiB(pid)
 	stop()
 	archive := ""
 	for _, l := range strings.Split(errb.String(), "\n") {
@@ -230,21 +273,16 @@ func (s *suite) measureBroker(mid *benchRepo, w Workload) Broker {
 		}
 	}
 	if archive == "" {
-		b.Blocked = "no audit archive reported: " + tail(errb.String())
-		return b
+		return res, "no audit archive reported: " + tail(errb.String())
 	}
 	if strings.HasPrefix(archive, "/var/log/awf/") {
 		defer os.RemoveAll(archive)
 	}
-	procs, buckets, err := auditTimings(filepath.Join(archive, "bounded-query.jsonl"))
+	res.procs, res.buckets, err = auditTimings(filepath.Join(archive, "bounded-query.jsonl"))
 	if err != nil {
-		b.Blocked = err.Error()
-		return b
+		return res, err.Error()
 	}
-	b.Processing, b.Wall, b.WallBackToBack, b.Buckets = Summarise(procs), Summarise(walls), Summarise(b2b), buckets
-	b.ThinkMS, b.BackToBackMS = thinkTime.Milliseconds(), backToBack.Milliseconds()
-	logf("bench: broker: processing median %.0f ms, wall at the agent %.1f ms, RSS peak %.1f MiB", b.Processing.MedianMS, b.Wall.MedianMS, b.RSSPeakMiB)
-	return b
+	return res, ""
 }
 
 // auditTimings reads elapsedMs and bucketMs of every invocation record.

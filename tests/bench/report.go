@@ -130,6 +130,14 @@ type Broker struct {
 	Buckets        map[string]int `json:"buckets,omitempty"`
 	Repo           string         `json:"repo"`
 	Workload       string         `json:"workload"`
+	// The pass without a pool: every query builds its sandbox cold, with
+	// the awf binary as the sandbox's init. ColdBlocked says why it did
+	// not run; WallCold is at the agent, BackToBackMS after each answer.
+	ColdConfig     string         `json:"coldConfig,omitempty"`
+	ColdBlocked    string         `json:"coldBlocked,omitempty"`
+	ProcessingCold Stats          `json:"processingCold"`
+	WallCold       Stats          `json:"wallCold"`
+	BucketsCold    map[string]int `json:"bucketsCold,omitempty"`
 }
 
 // Startup is the bounded-query client's start-up, next to /bin/true and
@@ -450,6 +458,16 @@ func (r *Report) Markdown() string {
 			p("| wall at the agent, %d ms after the previous answer (it can queue behind the pool's refill, which holds the lane until its own bucket) | %.1f ms | %.1f ms | %d |\n", b.BackToBackMS, b.WallBackToBack.MedianMS, b.WallBackToBack.P95MS, b.WallBackToBack.N)
 		}
 		p("\nBuckets observed: %s. Broker process RSS: %.1f MiB when ready, %.1f MiB at the end, peak (VmHWM) %.1f MiB.\n", bucketText(b.Buckets), b.RSSReadyMiB, b.RSSEndMiB, b.RSSPeakMiB)
+		switch {
+		case b.ColdBlocked != "":
+			p("\nWithout a pool: not measured: %s\n", b.ColdBlocked)
+		case b.ProcessingCold.N > 0:
+			p("\nWithout a pool (%s): every query builds its sandbox cold, and each sandbox's init is the awf binary itself, with all of awf's initializers (the `direct-cold` row starts the bench's test binary instead). Queries %d ms after the previous answer.\n\n", b.ColdConfig, b.BackToBackMS)
+			p("| what | median | p95 | n |\n|---|---|---|---|\n")
+			p("| processing (the broker's audit `elapsedMs`, whole ms), every query | %.0f ms | %.0f ms | %d |\n", b.ProcessingCold.MedianMS, b.ProcessingCold.P95MS, b.ProcessingCold.N)
+			p("| wall at the agent (the `bounded-query` process) | %.1f ms | %.1f ms | %d |\n", b.WallCold.MedianMS, b.WallCold.P95MS, b.WallCold.N)
+			p("\nBuckets observed: %s.\n", bucketText(b.BucketsCold))
+		}
 	}
 	s := r.Startup
 	p("\n### `bounded-query` start-up\n\n")
