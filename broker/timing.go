@@ -64,15 +64,12 @@ func Prioritized(f func()) {
 	<-done
 }
 
-// Buckets are the six response-time boundaries.
-var Buckets = proto.TimingBuckets()
-
 // Tolerance is the public scheduler tolerance of a bucket wake-up (inclusive).
 const Tolerance = proto.TimingToleranceMS * time.Millisecond
 
 // ResolveBucket returns the first bucket at or after elapsed, or false on overflow.
 func ResolveBucket(elapsed time.Duration) (time.Duration, bool) {
-	for _, b := range Buckets {
+	for _, b := range proto.TimingBuckets() {
 		if elapsed <= b {
 			return b, true
 		}
@@ -87,7 +84,8 @@ func ResolveBucket(elapsed time.Duration) (time.Duration, bool) {
 // the final bucket, or when ctx ends first (the caller then answers with the
 // canonical error).
 func WaitForBucket(ctx context.Context, c Clock, start, elapsed time.Duration) (time.Duration, bool) {
-	final := Buckets[len(Buckets)-1]
+	buckets := proto.TimingBuckets()
+	final := buckets[len(buckets)-1]
 	observed := max(elapsed, c.Now()-start)
 	for {
 		b, ok := ResolveBucket(observed)

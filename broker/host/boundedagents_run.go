@@ -193,7 +193,7 @@ func newAgentBroker(s Spec, a AgentSpec, rt isolate.Runtime, seeds []broker.Seed
 }
 
 // netipProxy is the proxy's address and port on every enclave link.
-func netipProxy() netip.AddrPort { return netip.AddrPortFrom(enclave.ProxyAddr, enclave.DefaultPort) }
+func netipProxy() netip.AddrPort { return netip.AddrPortFrom(enclave.ProxyAddr(), enclave.DefaultPort) }
 
 // agentServer is the bounded-agent broker as Serve runs it: a side broker
 // that also holds the broker's end of the API proxy's control channel.

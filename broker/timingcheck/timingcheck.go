@@ -77,7 +77,7 @@ func planClasses(lo, hi time.Duration) (classPlan, error) {
 			return p, fmt.Errorf("timing check: the cheapest script takes up to %v, beyond every bucket", hi)
 		}
 		var lower time.Duration
-		for _, x := range broker.Buckets {
+		for _, x := range proto.TimingBuckets() {
 			if x < b {
 				lower = x
 			}

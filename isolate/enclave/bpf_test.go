@@ -33,12 +33,12 @@ func frame(ethType uint16, verIHL byte, frag uint16, proto byte, src, dst netip.
 // kernel's test runner: only ARP and unfragmented TCP from the enclave to
 // the proxy's address and port pass.
 func TestLinkFilterVerdicts(t *testing.T) {
-	proxy := netip.AddrPortFrom(ProxyAddr, DefaultPort)
-	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachNone, linkIngress(EnclaveAddr, proxy))
+	proxy := netip.AddrPortFrom(ProxyAddr(), DefaultPort)
+	p, err := loadProgram("awf_link_in", ebpf.SchedCLS, ebpf.AttachNone, linkIngress(EnclaveAddr(), proxy))
 	require.NoError(t, err)
 	defer p.Close()
 	ok := func() []byte {
-		return frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort)
+		return frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort)
 	}
 	arp := make([]byte, 42)
 	binary.BigEndian.PutUint16(arp[12:], unix.ETH_P_ARP)
@@ -49,17 +49,17 @@ func TestLinkFilterVerdicts(t *testing.T) {
 	}{
 		{"tcp to the proxy", ok(), tcPass},
 		{"arp", arp, tcPass},
-		{"tcp to another port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort+1), tcDrop},
-		{"udp to the proxy's port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_UDP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"icmp", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_ICMP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"tcp to another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, NeighbourAddr, DefaultPort), tcDrop},
-		{"tcp from another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, NeighbourAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"ip options", frame(unix.ETH_P_IP, 0x46, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"first fragment", frame(unix.ETH_P_IP, 0x45, 0x2000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"later fragment", frame(unix.ETH_P_IP, 0x45, 0x0001, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"don't fragment is fine", frame(unix.ETH_P_IP, 0x45, 0x4000, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcPass},
-		{"ipv6", frame(unix.ETH_P_IPV6, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
-		{"vlan", frame(unix.ETH_P_8021Q, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr, ProxyAddr, DefaultPort), tcDrop},
+		{"tcp to another port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort+1), tcDrop},
+		{"udp to the proxy's port", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_UDP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"icmp", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_ICMP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"tcp to another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr(), NeighbourAddr(), DefaultPort), tcDrop},
+		{"tcp from another address", frame(unix.ETH_P_IP, 0x45, 0, unix.IPPROTO_TCP, NeighbourAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"ip options", frame(unix.ETH_P_IP, 0x46, 0, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"first fragment", frame(unix.ETH_P_IP, 0x45, 0x2000, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"later fragment", frame(unix.ETH_P_IP, 0x45, 0x0001, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"don't fragment is fine", frame(unix.ETH_P_IP, 0x45, 0x4000, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcPass},
+		{"ipv6", frame(unix.ETH_P_IPV6, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
+		{"vlan", frame(unix.ETH_P_8021Q, 0x45, 0, unix.IPPROTO_TCP, EnclaveAddr(), ProxyAddr(), DefaultPort), tcDrop},
 		{"truncated tcp header", ok()[:40], tcDrop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,11 +45,14 @@ const Prefix = "awfenc-"
 
 // The link's addresses. Every enclave uses the same ones: each pair of
 // namespaces is its own world, and none of these addresses exists on the
-// host.
-var (
-	ProxyAddr   = netip.MustParseAddr("169.254.77.1")
-	EnclaveAddr = netip.MustParseAddr("169.254.77.2")
-)
+// host. They are functions, not variables: the proxy's address is what the
+// enclave's eBPF pins allow, and no importer may change it.
+
+// ProxyAddr is the proxy end's address on the link.
+func ProxyAddr() netip.Addr { return netip.MustParseAddr("169.254.77.1") }
+
+// EnclaveAddr is the enclave end's address on the link.
+func EnclaveAddr() netip.Addr { return netip.MustParseAddr("169.254.77.2") }
 
 // linkBits is the prefix length of the link: a /30, the two addresses and
 // nothing else.
@@ -94,14 +97,19 @@ type Weakening struct {
 }
 
 // The addresses a Routed enclave can reach besides the proxy (test only).
-var (
-	NeighbourAddr  = netip.MustParseAddr("169.254.78.2")
-	NeighbourAddr6 = netip.MustParseAddr("fd00:78::2")
-	ProxyAddr6     = netip.MustParseAddr("fd00:77::1")
-	enclaveAddr6   = netip.MustParseAddr("fd00:77::2")
-	routerAddr     = netip.MustParseAddr("169.254.78.1")
-	routerAddr6    = netip.MustParseAddr("fd00:78::1")
-)
+
+// NeighbourAddr is the neighbour namespace's IPv4 address.
+func NeighbourAddr() netip.Addr { return netip.MustParseAddr("169.254.78.2") }
+
+// NeighbourAddr6 is the neighbour namespace's IPv6 address.
+func NeighbourAddr6() netip.Addr { return netip.MustParseAddr("fd00:78::2") }
+
+// ProxyAddr6 is the proxy end's IPv6 address when Routed turns IPv6 on.
+func ProxyAddr6() netip.Addr { return netip.MustParseAddr("fd00:77::1") }
+
+func enclaveAddr6() netip.Addr { return netip.MustParseAddr("fd00:77::2") }
+func routerAddr() netip.Addr   { return netip.MustParseAddr("169.254.78.1") }
+func routerAddr6() netip.Addr  { return netip.MustParseAddr("fd00:78::1") }
 
 // namePattern keeps names safe in paths and cgroup names. A run ID has no
 // '.', which separates it from the invocation's name in every resource's
@@ -143,7 +151,7 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 	base := Prefix + o.RunID + "." + o.Name
 	e := &Enclave{
 		base: base, netNS: filepath.Join(NetNSDir, base+"-e"), proxyNS: filepath.Join(NetNSDir, base+"-p"),
-		proxy: netip.AddrPortFrom(ProxyAddr, o.Port), weaken: o.Weaken, cgroups: map[string]bool{},
+		proxy: netip.AddrPortFrom(ProxyAddr(), o.Port), weaken: o.Weaken, cgroups: map[string]bool{},
 	}
 	defer func() {
 		if err != nil {
@@ -185,7 +193,7 @@ func New(ctx context.Context, o Options) (_ *Enclave, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr, e.proxy); err != nil {
+		if err := attachLinkIngress(e.proxyNS, idx, EnclaveAddr(), e.proxy); err != nil {
 			return nil, err
 		}
 	}
@@ -220,8 +228,8 @@ func (e *Enclave) configure() error {
 		return err
 	}
 	addrs := map[string][]netip.Prefix{
-		e.proxyNS: {netip.PrefixFrom(ProxyAddr, linkBits)},
-		e.netNS:   {netip.PrefixFrom(EnclaveAddr, linkBits)},
+		e.proxyNS: {netip.PrefixFrom(ProxyAddr(), linkBits)},
+		e.netNS:   {netip.PrefixFrom(EnclaveAddr(), linkBits)},
 	}
 	var routes map[string][]netip.Addr
 	if e.weaken.Routed {
@@ -229,13 +237,13 @@ func (e *Enclave) configure() error {
 		if err := veth(e.proxyNS, routerLink, e.neighbour, enclaveLink); err != nil {
 			return err
 		}
-		addrs[e.proxyNS] = append(addrs[e.proxyNS], netip.PrefixFrom(ProxyAddr6, 64))
-		addrs[e.netNS] = append(addrs[e.netNS], netip.PrefixFrom(enclaveAddr6, 64))
-		addrs[e.neighbour] = []netip.Prefix{netip.PrefixFrom(NeighbourAddr, linkBits), netip.PrefixFrom(NeighbourAddr6, 64)}
-		if err := setAddrs(e.proxyNS, routerLink, []netip.Prefix{netip.PrefixFrom(routerAddr, linkBits), netip.PrefixFrom(routerAddr6, 64)}); err != nil {
+		addrs[e.proxyNS] = append(addrs[e.proxyNS], netip.PrefixFrom(ProxyAddr6(), 64))
+		addrs[e.netNS] = append(addrs[e.netNS], netip.PrefixFrom(enclaveAddr6(), 64))
+		addrs[e.neighbour] = []netip.Prefix{netip.PrefixFrom(NeighbourAddr(), linkBits), netip.PrefixFrom(NeighbourAddr6(), 64)}
+		if err := setAddrs(e.proxyNS, routerLink, []netip.Prefix{netip.PrefixFrom(routerAddr(), linkBits), netip.PrefixFrom(routerAddr6(), 64)}); err != nil {
 			return err
 		}
-		routes = map[string][]netip.Addr{e.netNS: {ProxyAddr, ProxyAddr6}, e.neighbour: {routerAddr, routerAddr6}}
+		routes = map[string][]netip.Addr{e.netNS: {ProxyAddr(), ProxyAddr6()}, e.neighbour: {routerAddr(), routerAddr6()}}
 	}
 	if err := setAddrs(e.proxyNS, proxyLink, addrs[e.proxyNS]); err != nil {
 		return err

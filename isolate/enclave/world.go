@@ -139,13 +139,13 @@ func NewWorld(e *Enclave, o WorldOptions) (_ *World, err error) {
 		id, network, addr string
 		ns                string
 	}{
-		{"proxy-host-other-port", "tcp", netip.AddrPortFrom(ProxyAddr, e.Proxy().Port()+1).String(), e.ProxyNetNS()},
-		{"proxy-host-dns", "udp", netip.AddrPortFrom(ProxyAddr, 53).String(), e.ProxyNetNS()},
-		{"proxy-host-tcp6", "tcp", netip.AddrPortFrom(ProxyAddr6, e.Proxy().Port()).String(), e.ProxyNetNS()},
-		{"neighbour-tcp", "tcp", netip.AddrPortFrom(NeighbourAddr, 80).String(), e.NeighbourNetNS()},
-		{"neighbour-dns", "udp", netip.AddrPortFrom(NeighbourAddr, 53).String(), e.NeighbourNetNS()},
-		{"neighbour-tcp6", "tcp", netip.AddrPortFrom(NeighbourAddr6, 80).String(), e.NeighbourNetNS()},
-		{"neighbour-udp6", "udp", netip.AddrPortFrom(NeighbourAddr6, 53).String(), e.NeighbourNetNS()},
+		{"proxy-host-other-port", "tcp", netip.AddrPortFrom(ProxyAddr(), e.Proxy().Port()+1).String(), e.ProxyNetNS()},
+		{"proxy-host-dns", "udp", netip.AddrPortFrom(ProxyAddr(), 53).String(), e.ProxyNetNS()},
+		{"proxy-host-tcp6", "tcp", netip.AddrPortFrom(ProxyAddr6(), e.Proxy().Port()).String(), e.ProxyNetNS()},
+		{"neighbour-tcp", "tcp", netip.AddrPortFrom(NeighbourAddr(), 80).String(), e.NeighbourNetNS()},
+		{"neighbour-dns", "udp", netip.AddrPortFrom(NeighbourAddr(), 53).String(), e.NeighbourNetNS()},
+		{"neighbour-tcp6", "tcp", netip.AddrPortFrom(NeighbourAddr6(), 80).String(), e.NeighbourNetNS()},
+		{"neighbour-udp6", "udp", netip.AddrPortFrom(NeighbourAddr6(), 53).String(), e.NeighbourNetNS()},
 	}
 	for _, b := range beyond {
 		if e.weaken.Routed {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/broker"
+	"github.com/awf-project/awf/proto"
 )
 
 // Stats summarises one row's samples in milliseconds.
@@ -521,7 +522,7 @@ func bucketText(m map[string]int) string {
 		return "no buckets"
 	}
 	var parts []string
-	for _, b := range append(slices.Clone(broker.Buckets), -1) {
+	for _, b := range append(proto.TimingBuckets(), -1) {
 		name := "overflow"
 		if b >= 0 {
 			name = fmtBucket(b)
