@@ -278,19 +278,16 @@ func createV2Agent(a AgentCgroup) error {
 	if a.CPUs.Agent != "" {
 		// cgroup.freeze needs no controller; the cpuset does, in every
 		// ancestor's subtree_control.
-		if !slices.Contains(fieldsOf(filepath.Join(base, "cgroup.controllers")), "cpuset") {
-			return fmt.Errorf("agent cgroup: the cpuset controller is not available in %s: the agent cannot be kept off the sandboxes' CPUs", base)
-		}
-		if err := enableController(base, "cpuset"); err != nil {
-			return err
+		if err := cgroupfs.EnableControllers(base, "cpuset"); err != nil {
+			return fmt.Errorf("agent cgroup: the agent cannot be kept off the sandboxes' CPUs: %w", err)
 		}
 	}
 	if err := mkdirPrivate(parent); err != nil {
 		return err
 	}
 	if a.CPUs.Agent != "" {
-		if err := enableController(parent, "cpuset"); err != nil {
-			return err
+		if err := cgroupfs.EnableControllers(parent, "cpuset"); err != nil {
+			return fmt.Errorf("agent cgroup: %w", err)
 		}
 	}
 	if err := os.Mkdir(a.FreezerDir, 0o700); err != nil {
@@ -300,14 +297,6 @@ func createV2Agent(a AgentCgroup) error {
 		return writeCgroup(a.FreezerDir, "cpuset.cpus", a.CPUs.Agent)
 	}
 	return nil
-}
-
-// enableController adds ctrl to dir's cgroup.subtree_control unless it is on.
-func enableController(dir, ctrl string) error {
-	if slices.Contains(fieldsOf(filepath.Join(dir, "cgroup.subtree_control")), ctrl) {
-		return nil
-	}
-	return writeCgroup(dir, "cgroup.subtree_control", "+"+ctrl)
 }
 
 // mkdirPrivate creates a parent cgroup closed to other users (defence in

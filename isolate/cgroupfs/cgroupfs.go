@@ -2,9 +2,9 @@
 // share: the one place that knows which file and key of a cgroup say that
 // the OOM killer fired or that the pids limit refused a fork (on cgroup v1
 // and v2), how a cgroup lists its processes, and how a cgroup directory is
-// emptied and removed under a deadline. It creates and configures nothing:
-// each backend places its cgroups its own way (direct through
-// libcontainer, gvisor by itself).
+// emptied and removed under a deadline, and how a cgroup v2 directory hands
+// controllers to its children. It creates no cgroup: each backend places its
+// cgroups its own way (direct through libcontainer, gvisor by itself).
 package cgroupfs
 
 import (
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,4 +115,40 @@ func Remove(ctx context.Context, d string) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// EnableControllers makes each of ctrls (cgroup v2 controller names, such
+// as "memory" or "cpuset") available to the children of the cgroup
+// directory dir. It fails, naming the controller, when dir's
+// cgroup.controllers does not offer one (dir's parent did not enable it, or
+// the kernel lacks it), and writes to dir's cgroup.subtree_control only the
+// controllers not enabled there yet, in one write, so that a directory
+// already set up is left untouched. A controller must be enabled in every
+// ancestor of the cgroup that uses it: call it for each, from the top down.
+func EnableControllers(dir string, ctrls ...string) error {
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("cgroup: controllers of %s: %w", dir, err)
+	}
+	on, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("cgroup: controllers of %s: %w", dir, err)
+	}
+	offered, enabled := strings.Fields(string(avail)), strings.Fields(string(on))
+	var add []string
+	for _, c := range ctrls {
+		if !slices.Contains(offered, c) {
+			return fmt.Errorf("cgroup: controller %s is not available in %s (offered: %q)", c, dir, strings.TrimSpace(string(avail)))
+		}
+		if !slices.Contains(enabled, c) && !slices.Contains(add, "+"+c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0o644); err != nil {
+		return fmt.Errorf("cgroup: enable %s in %s: %w", strings.Join(add, " "), dir, err)
+	}
+	return nil
 }

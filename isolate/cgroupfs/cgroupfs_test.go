@@ -58,3 +58,55 @@ func TestProcs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{12, 34}, pids)
 }
+
+// TestEnableControllers runs on plain files: what it checks is which
+// controllers are written to cgroup.subtree_control, and when it refuses.
+// The kernel's side (a write enables each named controller) is exercised by
+// every backend on a cgroup v2 host.
+func TestEnableControllers(t *testing.T) {
+	tests := []struct {
+		name, offered, enabled string
+		ctrls                  []string
+		wantWrite              string // "" = no write
+		wantErr                string
+	}{
+		{name: "all missing", offered: "cpuset cpu io memory pids", ctrls: []string{"memory", "pids", "cpu"}, wantWrite: "+memory +pids +cpu"},
+		{name: "some on", offered: "cpuset cpu io memory pids", enabled: "memory", ctrls: []string{"memory", "pids"}, wantWrite: "+pids"},
+		{name: "all on: no write", offered: "cpu memory pids", enabled: "cpu memory pids", ctrls: []string{"memory", "pids", "cpu"}},
+		{name: "asked twice", offered: "cpu memory", ctrls: []string{"cpu", "cpu"}, wantWrite: "+cpu"},
+		{name: "none asked", offered: "cpu"},
+		{name: "not offered", offered: "cpu memory", ctrls: []string{"memory", "cpuset"}, wantErr: "controller cpuset is not available"},
+		{name: "nothing offered", ctrls: []string{"pids"}, wantErr: "controller pids is not available"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte(tc.offered+"\n"), 0o644))
+			sc := filepath.Join(dir, "cgroup.subtree_control")
+			require.NoError(t, os.WriteFile(sc, []byte(tc.enabled+"\n"), 0o644))
+			before, err := os.Stat(sc)
+			require.NoError(t, err)
+			err = EnableControllers(dir, tc.ctrls...)
+			got, rerr := os.ReadFile(sc)
+			require.NoError(t, rerr)
+			after, serr := os.Stat(sc)
+			require.NoError(t, serr)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				assert.Contains(t, err.Error(), dir, "the error names the directory")
+				assert.Equal(t, tc.enabled+"\n", string(got), "a refusal writes nothing")
+				return
+			}
+			require.NoError(t, err)
+			if tc.wantWrite == "" {
+				assert.Equal(t, tc.enabled+"\n", string(got), "nothing to enable writes nothing")
+				assert.Equal(t, before.ModTime(), after.ModTime(), "cgroup.subtree_control was written")
+				return
+			}
+			assert.Equal(t, tc.wantWrite, string(got))
+		})
+	}
+	t.Run("no cgroup", func(t *testing.T) {
+		require.ErrorContains(t, EnableControllers(filepath.Join(t.TempDir(), "gone"), "cpu"), "controllers of")
+	})
+}

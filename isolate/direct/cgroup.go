@@ -184,28 +184,14 @@ func moveSelfToLeaf(own string) error {
 // the controllers on the way down. Sandboxes are never placed in the root
 // cgroup's own process list: they always get a leaf below the parent.
 func (s *cgroupSetup) setupV2(base string) error {
-	avail, err := os.ReadFile(filepath.Join(cgroupRoot, base, "cgroup.controllers"))
-	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
-	}
-	have := strings.Fields(string(avail))
-	for _, c := range controllers {
-		if !contains(have, c) {
-			return fmt.Errorf("cgroup: controller %s not available in %s", c, filepath.Join(cgroupRoot, base))
-		}
-	}
-	enable := "+" + strings.Join(controllers, " +")
-	if err := cgroups.WriteFile(filepath.Join(cgroupRoot, base), "cgroup.subtree_control", enable); err != nil {
-		return fmt.Errorf("cgroup: enable controllers in %s: %w", base, err)
+	if err := cgroupfs.EnableControllers(filepath.Join(cgroupRoot, base), controllers...); err != nil {
+		return err
 	}
 	parent := filepath.Join(cgroupRoot, s.parentRel)
 	if err := mkdirPrivate(parent); err != nil {
 		return err
 	}
-	if err := cgroups.WriteFile(parent, "cgroup.subtree_control", enable); err != nil {
-		return fmt.Errorf("cgroup: enable controllers in %s: %w", parent, err)
-	}
-	return nil
+	return cgroupfs.EnableControllers(parent, controllers...)
 }
 
 // setupV1 records every v1 hierarchy (and the hybrid unified one) that

@@ -186,13 +186,13 @@ func (c *cgroup) createV2(parent, cpus string, l isolate.Limits, weak isolate.We
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		return fmt.Errorf("cgroup: create parent %s: %w", p, err)
 	}
-	enable := "+memory +pids +cpu"
+	ctrls := []string{"memory", "pids", "cpu"}
 	if cpus != "" {
-		enable += " +cpuset"
+		ctrls = append(ctrls, "cpuset")
 	}
 	for _, d := range []string{cgroupRoot, p} {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
-			return fmt.Errorf("cgroup: enable controllers in %s: %w", d, err)
+		if err := cgroupfs.EnableControllers(d, ctrls...); err != nil {
+			return err
 		}
 	}
 	d := filepath.Join(cgroupRoot, c.rel)
