@@ -30,7 +30,7 @@ import (
 // It does not decide when to freeze (broker.Options.Freezer does), and it
 // does not move the agent in (the shim joins the directories it is given).
 
-const cgroupRoot = "/sys/fs/cgroup"
+const cgroupRoot = cgroupfs.Root
 
 // agentParentSuffix names the agent cgroups' parent next to the sandboxes'
 // parent: "<cgroupParent>-agent/<runID>".

@@ -91,3 +91,18 @@ var mountFlags = map[string]uintptr{
 	"noatime": unix.MS_NOATIME, "nodiratime": unix.MS_NODIRATIME, "relatime": unix.MS_RELATIME,
 	"strictatime": unix.MS_STRICTATIME,
 }
+
+// Root is where the host's cgroup hierarchies are mounted.
+const Root = "/sys/fs/cgroup"
+
+// Unified reports whether Root is the cgroup v2 hierarchy alone (a pure v2
+// host), the test a backend that places its own cgroups uses to choose
+// between its v2 and v1 paths. On a hybrid host Root is a tmpfs of v1
+// hierarchies, with the v2 one (holding no controllers) below it.
+func Unified() (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(Root, &st); err != nil {
+		return false, fmt.Errorf("cgroupfs: statfs %s: %w", Root, err)
+	}
+	return st.Type == unix.CGROUP2_SUPER_MAGIC, nil
+}

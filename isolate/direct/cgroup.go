@@ -24,7 +24,7 @@ const (
 	ModeV1Hybrid    = "v1-hybrid"
 )
 
-const cgroupRoot = "/sys/fs/cgroup"
+const cgroupRoot = cgroupfs.Root
 
 // controllers are the v2 controllers every sandbox needs.
 var controllers = []string{"memory", "pids", "cpu"}

@@ -15,7 +15,7 @@ import (
 )
 
 // cgroupRoot is where the cgroup hierarchies are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
+const cgroupRoot = cgroupfs.Root
 
 // sentryTasks is the headroom added to the pids limit for the sandbox's own
 // host tasks: the Sentry's threads, the gofer and the ptrace stubs. A trivial
@@ -30,15 +30,6 @@ type cgroup struct {
 	v2   bool
 	rel  string   // path below each hierarchy root, e.g. "awf/gvisor-<run>-<id>"
 	dirs []string // absolute directories, one per hierarchy
-}
-
-// cgroupV2 reports whether the host uses the unified hierarchy only.
-func cgroupV2() (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(cgroupRoot, &st); err != nil {
-		return false, fmt.Errorf("cgroup: statfs %s: %w", cgroupRoot, err)
-	}
-	return st.Type == unix.CGROUP2_SUPER_MAGIC, nil
 }
 
 // hierarchies returns the directory of every mounted cgroup v1 hierarchy.
@@ -85,7 +76,7 @@ func cgroupDirs(v2 bool, rel string) ([]string, error) {
 // cpus is the sandbox's CPU list (HostConfig.SandboxCPUs; "" = the
 // parent's). On error whatever was created is removed.
 func newCgroup(ctx context.Context, parent, name, cpus string, l isolate.Limits, weak isolate.Weakening) (c *cgroup, err error) {
-	v2, err := cgroupV2()
+	v2, err := cgroupfs.Unified()
 	if err != nil {
 		return nil, err
 	}

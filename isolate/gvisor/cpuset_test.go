@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/isolatetest"
 )
 
@@ -66,7 +67,7 @@ func TestSandboxCPUs(t *testing.T) {
 // cpusetLeafGlob matches the sandbox cgroups of r in the hierarchy that
 // holds the cpuset.
 func cpusetLeafGlob(r *Runtime) string {
-	if v2, _ := cgroupV2(); v2 {
+	if v2, _ := cgroupfs.Unified(); v2 {
 		return filepath.Join(cgroupRoot, r.parent, Name+"-"+r.runID+"-*")
 	}
 	return filepath.Join(cgroupRoot, "cpuset", r.parent, Name+"-"+r.runID+"-*")

@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/trial"
 	"github.com/awf-project/awf/isolate/workspace"
 )
@@ -119,7 +120,7 @@ func checkRunscFlags(ctx context.Context, runsc string) error {
 // checkSwap refuses a cgroup v1 host that has swap but no swap accounting:
 // the memory limit would then not bound memory plus swap.
 func checkSwap() error {
-	v2, err := cgroupV2()
+	v2, err := cgroupfs.Unified()
 	if err != nil || v2 {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -55,7 +56,7 @@ func (r *Runtime) sweepOne(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	if jerr == nil && j.Cgroup != "" {
-		v2, err := cgroupV2()
+		v2, err := cgroupfs.Unified()
 		if err == nil {
 			err = (&cgroup{v2: v2, rel: j.Cgroup}).remove(ctx)
 		}
