@@ -93,11 +93,13 @@ func TestAttestSandbox(t *testing.T) {
 	defer stop()
 	// Wait for the script's threads, so that every one is attested. Before
 	// it execs python3 the pid is libcontainer's init, whose own threads
-	// would satisfy the count early: wait for python3 first.
+	// would satisfy the count early: wait for python3 first. The name is
+	// read before the task list: read after it, a list taken just before
+	// the exec (init's threads) passed with the name taken just after.
 	for {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		require.NoError(t, err)
 		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		require.NoError(t, err)
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		require.NoError(t, err)
 		if strings.TrimSpace(string(comm)) == "python3" && len(ents) >= threads {
 			break
