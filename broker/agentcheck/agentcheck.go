@@ -19,7 +19,7 @@ import (
 
 	"github.com/awf-project/awf/broker/host"
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/isolate/verify"
 	"github.com/awf-project/awf/isolate/workspace"
@@ -145,7 +145,7 @@ func hostFacts(a host.Agent) HostFacts {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))
 	}
-	if m, err := direct.CgroupMode(); err == nil {
+	if m, err := cgroupfs.Mode(); err == nil {
 		h.CgroupMode = m
 	} else {
 		h.CgroupMode = "unknown: " + err.Error()

@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/awf-project/awf/broker/host"
-	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/opencontainers/cgroups"
 )
 
@@ -156,16 +156,16 @@ func newFixture(parent, exe, cgroupParent string, a host.Agent) (fx *fixture, er
 // world-readable file, as every sandbox's leaf has.
 func (fx *fixture) makeCgroupLeaf(parent, run string) error {
 	var root string
-	mode, err := direct.CgroupMode()
+	mode, err := cgroupfs.Mode()
 	if err != nil {
 		return fmt.Errorf("agentcheck: %w", err)
 	}
-	if mode == direct.ModeV1Hybrid {
+	if mode == cgroupfs.ModeV1Hybrid {
 		if root, err = cgroups.FindCgroupMountpoint("", "pids"); err != nil {
 			return fmt.Errorf("agentcheck: %w", err)
 		}
 	} else {
-		base, err := direct.V2Base(false)
+		base, err := cgroupfs.V2Base(false)
 		if err != nil {
 			return fmt.Errorf("agentcheck: %w", err)
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/cgroupfs"
-	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -131,7 +130,7 @@ func (s CPUSplit) String() string {
 // run id (SweepOrphans).
 type AgentCgroup struct {
 	RunID string
-	// Mode is the cgroup mode (direct.CgroupMode) the paths were made for.
+	// Mode is the cgroup mode (cgroupfs.Mode) the paths were made for.
 	Mode string
 	// FreezerDir is the leaf whose freezer stops the agent: the v1 freezer
 	// leaf, or the v2 leaf.
@@ -144,7 +143,7 @@ type AgentCgroup struct {
 }
 
 // v2 reports whether the agent cgroup is one cgroup v2 leaf.
-func (a AgentCgroup) v2() bool { return a.Mode != direct.ModeV1Hybrid }
+func (a AgentCgroup) v2() bool { return a.Mode != cgroupfs.ModeV1Hybrid }
 
 // Dirs are the leaves the agent shim joins (it writes its pid into each
 // cgroup.procs before anything else).
@@ -174,7 +173,7 @@ func PlanAgentCgroup(runID, parent string) (AgentCgroup, error) {
 		return AgentCgroup{}, err
 	}
 	a := AgentCgroup{RunID: runID, Mode: mode, CPUs: split}
-	if mode == direct.ModeV1Hybrid {
+	if mode == cgroupfs.ModeV1Hybrid {
 		a.FreezerDir = filepath.Join(parents[0], runID)
 		a.CpusetDir = filepath.Join(parents[1], runID)
 	} else {
@@ -187,14 +186,14 @@ func PlanAgentCgroup(runID, parent string) (AgentCgroup, error) {
 // agentParents returns the agent cgroups' parent directories for the host's
 // cgroup mode: on v1 the freezer one and the cpuset one, on v2 the one. With
 // claim on a delegated v2 host, the broker's processes first move into the
-// supervisor leaf (direct.V2Base), as the sandboxes' parent needs too.
+// supervisor leaf (cgroupfs.V2Base), as the sandboxes' parent needs too.
 func agentParents(parent string, claim bool) ([]string, string, error) {
-	mode, err := direct.CgroupMode()
+	mode, err := cgroupfs.Mode()
 	if err != nil {
 		return nil, "", fmt.Errorf("agent cgroup: %w", err)
 	}
 	name := parent + agentParentSuffix
-	if mode == direct.ModeV1Hybrid {
+	if mode == cgroupfs.ModeV1Hybrid {
 		var out []string
 		for _, ctrl := range []string{"freezer", "cpuset"} {
 			m, err := cgroups.FindCgroupMountpoint("", ctrl)
@@ -205,7 +204,7 @@ func agentParents(parent string, claim bool) ([]string, string, error) {
 		}
 		return out, mode, nil
 	}
-	base, err := direct.V2Base(claim)
+	base, err := cgroupfs.V2Base(claim)
 	if err != nil {
 		return nil, "", fmt.Errorf("agent cgroup: %w", err)
 	}
@@ -218,7 +217,7 @@ func CreateAgentCgroup(ctx context.Context, a AgentCgroup) (err error) {
 	if a.FreezerDir == "" {
 		return errors.New("agent cgroup: nothing planned")
 	}
-	mode, err := direct.CgroupMode()
+	mode, err := cgroupfs.Mode()
 	if err != nil {
 		return fmt.Errorf("agent cgroup: %w", err)
 	}
@@ -266,7 +265,7 @@ func createV1Agent(a AgentCgroup) error {
 }
 
 func createV2Agent(a AgentCgroup) error {
-	rel, err := direct.V2Base(true)
+	rel, err := cgroupfs.V2Base(true)
 	if err != nil {
 		return fmt.Errorf("agent cgroup: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/awf-project/awf/broker"
 	"github.com/awf-project/awf/isolate"
-	"github.com/awf-project/awf/isolate/direct"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 func TestSplitCPUList(t *testing.T) {
@@ -373,12 +373,12 @@ func TestSweepOrphansRemovesAgentCgroups(t *testing.T) {
 // TestAgentCgroupModeIsTheRuntimes checks that the agent cgroup follows the
 // one cgroup-mode detector the direct runtime uses.
 func TestAgentCgroupModeIsTheRuntimes(t *testing.T) {
-	mode, err := direct.CgroupMode()
+	mode, err := cgroupfs.Mode()
 	require.NoError(t, err)
 	a, err := PlanAgentCgroup(NewRunID(), isolate.DefaultCgroupParent)
 	require.NoError(t, err)
 	assert.Equal(t, mode, a.Mode)
-	if mode == direct.ModeV1Hybrid {
+	if mode == cgroupfs.ModeV1Hybrid {
 		assert.Len(t, a.Dirs(), 2)
 		assert.Contains(t, a.FreezerDir, "/freezer/awf-agent/")
 		assert.Contains(t, a.CpusetDir, "/cpuset/awf-agent/")

@@ -110,3 +110,27 @@ func TestEnableControllers(t *testing.T) {
 		require.ErrorContains(t, EnableControllers(filepath.Join(t.TempDir(), "gone"), "cpu"), "controllers of")
 	})
 }
+
+func TestHasV1Controller(t *testing.T) {
+	const (
+		mem    = "35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:15 - cgroup cgroup rw,memory\n"
+		cpu    = "36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:16 - cgroup cgroup rw,cpu,cpuacct\n"
+		v2     = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate,memory\n"
+		tmpfs  = "25 1 0:22 / /sys/fs/cgroup ro shared:9 - tmpfs tmpfs ro,mode=755\n"
+		broken = "36 25 - cgroup\n"
+	)
+	tests := []struct {
+		name, info, ctrl string
+		want             bool
+	}{
+		{"memory hierarchy", tmpfs + cpu + mem, "memory", true},
+		{"only cpu", tmpfs + cpu, "memory", false},
+		{"a cgroup2 option is not a v1 hierarchy", v2, "memory", false},
+		{"a controller is a whole option", cpu, "cpua", false},
+		{"short line", broken, "cgroup", false},
+		{"empty", "", "memory", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, hasV1Controller(tc.info, tc.ctrl)) })
+	}
+}

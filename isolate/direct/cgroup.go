@@ -17,13 +17,6 @@ import (
 	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
-// Cgroup modes reported by CgroupMode.
-const (
-	ModeV2Delegated = "v2-delegated"
-	ModeV2          = "v2"
-	ModeV1Hybrid    = "v1-hybrid"
-)
-
 const cgroupRoot = cgroupfs.Root
 
 // controllers are the v2 controllers every sandbox needs.
@@ -38,85 +31,19 @@ type cgroupSetup struct {
 	cpus      string   // cpuset.cpus of every sandbox; "" = not pinned
 }
 
-// CgroupMode reports how the direct runtime would place sandboxes on this
-// host: "v2-delegated" when the broker runs in a cgroup v2 subtree a service
-// manager delegated to it, "v2" on a cgroup v2 host otherwise, and
-// "v1-hybrid" on a host whose controllers are on cgroup v1.
-func CgroupMode() (string, error) {
-	if cgroups.IsCgroup2UnifiedMode() {
-		own, err := ownCgroupV2()
-		if err != nil {
-			return "", err
-		}
-		if delegatedBase(own) != "" {
-			return ModeV2Delegated, nil
-		}
-		return ModeV2, nil
-	}
-	if _, err := cgroups.FindCgroupMountpoint("", "memory"); err != nil {
-		return "", fmt.Errorf("cgroup: no v1 memory controller and no cgroup v2: %w", err)
-	}
-	return ModeV1Hybrid, nil
-}
-
-// ownCgroupV2 is this process's cgroup v2 path.
-func ownCgroupV2() (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", fmt.Errorf("cgroup: %w", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(l, "0::"); ok {
-			return p, nil
-		}
-	}
-	return "", errors.New("cgroup: no v2 entry in /proc/self/cgroup")
-}
-
-// supervisorLeaf is the leaf the broker moves itself into inside a
-// delegated cgroup.
-const supervisorLeaf = "supervisor"
-
-// delegatedBase returns the delegated cgroup (relative to the root, with a
-// leading slash) that own is, or whose supervisor leaf own is; "" if none.
-func delegatedBase(own string) string {
-	if own == "/" || own == "" {
-		return ""
-	}
-	if isDelegated(filepath.Join(cgroupRoot, own)) {
-		return own
-	}
-	if filepath.Base(own) == supervisorLeaf && isDelegated(filepath.Join(cgroupRoot, filepath.Dir(own))) {
-		return filepath.Dir(own)
-	}
-	return ""
-}
-
-// isDelegated reports whether a service manager delegated dir to us.
-func isDelegated(dir string) bool {
-	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
-		buf := make([]byte, 8)
-		n, err := unix.Getxattr(dir, attr, buf)
-		if err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
-			return true
-		}
-	}
-	return false
-}
-
 // setupCgroups prepares the dedicated parent cgroup; cpus is the CPU list
 // every sandbox is confined to ("" = not pinned).
 func setupCgroups(parent, cpus string) (cgroupSetup, error) {
-	mode, err := CgroupMode()
+	mode, err := cgroupfs.Mode()
 	if err != nil {
 		return cgroupSetup{}, err
 	}
 	s := cgroupSetup{mode: mode, parentRel: parent, cpus: cpus}
 	switch mode {
-	case ModeV1Hybrid:
+	case cgroupfs.ModeV1Hybrid:
 		return s, s.setupV1()
-	case ModeV2Delegated:
-		base, err := V2Base(true)
+	case cgroupfs.ModeV2Delegated:
+		base, err := cgroupfs.V2Base(true)
 		if err != nil {
 			return s, err
 		}
@@ -125,59 +52,6 @@ func setupCgroups(parent, cpus string) (cgroupSetup, error) {
 	default:
 		return s, s.setupV2("")
 	}
-}
-
-// V2Base returns the cgroup v2 directory, relative to the root and without
-// a leading slash, below which awf places its own cgroups: "" on a plain v2
-// host, the delegated cgroup on a delegated one (mode v2-delegated). With
-// claim, every process of the delegated cgroup is first moved into its
-// supervisor leaf, so that the caller may enable controllers for the
-// delegated cgroup's children (cgroup v2 forbids processes in inner nodes).
-// It is the one place that finds the delegated base: the sandbox parents
-// and the agent's cgroup (broker/host) both use it.
-func V2Base(claim bool) (string, error) {
-	own, err := ownCgroupV2()
-	if err != nil {
-		return "", err
-	}
-	base := delegatedBase(own)
-	if base == "" {
-		return "", nil
-	}
-	if claim && own == base {
-		if err := moveSelfToLeaf(base); err != nil {
-			return "", err
-		}
-	}
-	return strings.TrimPrefix(base, "/"), nil
-}
-
-// moveSelfToLeaf moves every process of the delegated cgroup (the broker
-// and anything else its unit started there) into a "supervisor" leaf, so
-// that the delegated cgroup may enable controllers for its children:
-// cgroup v2 forbids processes in inner nodes.
-func moveSelfToLeaf(own string) error {
-	base := filepath.Join(cgroupRoot, own)
-	leaf := filepath.Join(base, supervisorLeaf)
-	if err := os.MkdirAll(leaf, 0o755); err != nil {
-		return fmt.Errorf("cgroup: supervisor leaf: %w", err)
-	}
-	if err := cgroups.WriteCgroupProc(leaf, os.Getpid()); err != nil {
-		return fmt.Errorf("cgroup: move broker to %s: %w", leaf, err)
-	}
-	for range 10 {
-		pids, err := cgroups.GetPids(base)
-		if err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
-		if len(pids) == 0 {
-			return nil
-		}
-		for _, pid := range pids {
-			_ = cgroups.WriteCgroupProc(leaf, pid) // a process may exit meanwhile
-		}
-	}
-	return fmt.Errorf("cgroup: processes keep appearing in %s", base)
 }
 
 // setupV2 creates the parent under base (relative to the root) and enables
@@ -283,17 +157,8 @@ func swapTotal() (int64, error) {
 	return 0, errors.New("meminfo: no SwapTotal")
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // v2 reports whether sandboxes use cgroup v2.
-func (s cgroupSetup) v2() bool { return s.mode != ModeV1Hybrid }
+func (s cgroupSetup) v2() bool { return s.mode != cgroupfs.ModeV1Hybrid }
 
 // libcontainerPath is the absolute cgroup path libcontainer gets for a leaf.
 func (s cgroupSetup) libcontainerPath(id string) string { return "/" + s.parentRel + "/" + id }

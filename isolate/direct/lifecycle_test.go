@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/direct"
 	"github.com/awf-project/awf/isolate/isolatetest"
 )
@@ -125,9 +126,9 @@ func TestStateDirIsExclusive(t *testing.T) {
 
 // TestCgroupMode reports a known mode.
 func TestCgroupMode(t *testing.T) {
-	mode, err := direct.CgroupMode()
+	mode, err := cgroupfs.Mode()
 	require.NoError(t, err)
-	assert.Contains(t, []string{direct.ModeV1Hybrid, direct.ModeV2, direct.ModeV2Delegated}, mode)
+	assert.Contains(t, []string{cgroupfs.ModeV1Hybrid, cgroupfs.ModeV2, cgroupfs.ModeV2Delegated}, mode)
 	e := newEnv(t)
 	assert.Equal(t, mode, e.rt.CgroupMode())
 	require.NoError(t, e.rt.Probe(context.Background()))

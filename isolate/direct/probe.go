@@ -9,6 +9,8 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 // Probe implements isolate.Runtime: it checks that this host and this build
@@ -31,7 +33,7 @@ func (r *Runtime) Probe(ctx context.Context) error {
 	if err := probeOpenat2(); err != nil {
 		errs = append(errs, err)
 	}
-	mode, err := CgroupMode()
+	mode, err := cgroupfs.Mode()
 	if err != nil {
 		errs = append(errs, err)
 	} else if mode != r.cg.mode {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 
@@ -181,7 +182,8 @@ func (c *cgroup) createV2(parent, cpus string, l isolate.Limits, weak isolate.We
 	if cpus != "" {
 		ctrls = append(ctrls, "cpuset")
 	}
-	for _, d := range []string{cgroupRoot, p} {
+	// parent is one level below the root, or below the delegated base.
+	for _, d := range []string{filepath.Join(cgroupRoot, path.Dir(parent)), p} {
 		if err := cgroupfs.EnableControllers(d, ctrls...); err != nil {
 			return err
 		}

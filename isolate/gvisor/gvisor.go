@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/workspace"
 )
 
@@ -69,6 +71,15 @@ func New(h isolate.HostConfig) (isolate.Runtime, error) {
 	parent := h.Parent()
 	if err := workspace.ValidName(parent); err != nil {
 		return nil, fmt.Errorf("gvisor: cgroup parent: %w", err)
+	}
+	// On a cgroup v2 host whose service manager delegated a subtree to
+	// the broker, the parent goes below it, as direct's does.
+	if v2, err := cgroupfs.Unified(); err == nil && v2 {
+		base, err := cgroupfs.V2Base(true)
+		if err != nil {
+			return nil, fmt.Errorf("gvisor: cgroup parent: %w", err)
+		}
+		parent = path.Join(base, parent)
 	}
 	r := &Runtime{
 		runID:  h.RunID,
