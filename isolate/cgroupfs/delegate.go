@@ -73,8 +73,9 @@ func isDelegated(dir string) bool {
 // host, the delegated cgroup on a delegated one. With claim, every process
 // of the delegated cgroup is first moved into its supervisor leaf, so that
 // the caller may enable controllers for the delegated cgroup's children.
-// It is the one place that finds the delegated base: every backend's
-// sandbox parent and the agent's cgroup (broker/host) use it.
+// It is the one place that finds the delegated base: the direct and gvisor
+// sandbox parents and the agent's cgroup (broker/host) use it; docker's
+// cgroups are the Engine's.
 func V2Base(claim bool) (string, error) {
 	own, err := OwnV2()
 	if err != nil {
@@ -124,8 +125,9 @@ func writeProc(dir string, pid int) error {
 }
 
 // Cgroup modes: how awf places its cgroups on this host. Mode reports one;
-// verify, the agent's cgroup and every backend speak of them by these
-// names.
+// direct, gvisor, the agent's cgroup and agentcheck speak of placement by
+// these names. (verify's host report keeps a finer vocabulary of its own,
+// which tells a hybrid host from a pure v1 one.)
 const (
 	// ModeV2Delegated: cgroup v2, inside a subtree a service manager
 	// delegated to the broker (V2Base).
@@ -169,12 +171,7 @@ func Mode() (string, error) {
 // with controller ctrl among its superblock options.
 func hasV1Controller(mountinfo, ctrl string) bool {
 	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if sep < 6 || len(f) < sep+4 || f[sep+1] != "cgroup" {
-			continue
-		}
-		if slices.Contains(strings.Split(f[sep+3], ","), ctrl) {
+		if f, sep, ok := mountinfoFields(line, "cgroup"); ok && slices.Contains(strings.Split(f[sep+3], ","), ctrl) {
 			return true
 		}
 	}

@@ -55,9 +55,8 @@ func FindCgroup2() (*Cgroup2Mount, error) {
 // mountopts [optional fields] - fstype source superopts") and reports
 // whether it is a cgroup2 mount.
 func ParseCgroup2Line(line string) (*Cgroup2Mount, bool) {
-	f := strings.Fields(line)
-	sep := slices.Index(f, "-")
-	if sep < 6 || len(f) < sep+4 || f[sep+1] != "cgroup2" {
+	f, sep, ok := mountinfoFields(line, "cgroup2")
+	if !ok {
 		return nil, false
 	}
 	// mountinfo escapes a space as \040; no cgroup2 mount point seen in
@@ -83,6 +82,15 @@ func ParseCgroup2Line(line string) (*Cgroup2Mount, bool) {
 	}
 	m.Data = strings.Join(super, ",")
 	return m, true
+}
+
+// mountinfoFields splits one mountinfo line and reports whether it is a
+// well-formed line of filesystem type fstype; sep is the index of the "-"
+// that ends the optional fields, so f[sep+3] holds the superblock options.
+func mountinfoFields(line, fstype string) (f []string, sep int, ok bool) {
+	f = strings.Fields(line)
+	sep = slices.Index(f, "-")
+	return f, sep, sep >= 6 && len(f) >= sep+4 && f[sep+1] == fstype
 }
 
 // mountFlags are the per-mount options mountinfo prints and their flags.

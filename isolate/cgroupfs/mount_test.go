@@ -65,3 +65,29 @@ func FuzzParseCgroup2Line(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHasV1Controller: a line counts only when it is a well-formed cgroup
+// (v1) line whose superblock options name the controller whole; the oracle
+// finds the options after the " - cgroup " separator its own way.
+func FuzzHasV1Controller(f *testing.F) {
+	f.Add("35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid shared:15 - cgroup cgroup rw,memory", "memory")
+	f.Add("30 25 0:26 / /sys/fs/cgroup/unified rw shared:10 - cgroup2 cgroup2 rw,memory", "memory")
+	f.Add("1 2 3 4 5 6 - cgroup x cpu,cpuacct", "cpu")
+	f.Fuzz(func(t *testing.T, line, ctrl string) {
+		if strings.Contains(line, "\n") {
+			return
+		}
+		got := hasV1Controller(line, ctrl)
+		f := strings.Fields(line)
+		want := false
+		for i, w := range f {
+			if w == "-" {
+				want = i >= 6 && len(f) >= i+4 && f[i+1] == "cgroup" && slices.Contains(strings.Split(f[i+3], ","), ctrl)
+				break
+			}
+		}
+		if got != want {
+			t.Fatalf("hasV1Controller(%q, %q) = %v, want %v", line, ctrl, got, want)
+		}
+	})
+}
