@@ -1,7 +1,8 @@
 //go:build cgroup2
 
 // Package cgroup2_test proves the direct sandbox's cgroup v2 behaviour on a
-// pure cgroup v2 kernel. It is compiled with the cgroup2 build tag and run by
+// pure cgroup v2 kernel, and where direct and gvisor place their cgroups
+// inside a delegated subtree. It is compiled with the cgroup2 build tag and run by
 // `make test-cgroup2` inside a throwaway VM; on any other host it fails, by
 // design, because nothing here can be proven without a v2 hierarchy.
 package cgroup2_test

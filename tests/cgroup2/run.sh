@@ -3,7 +3,8 @@
 # sandboxes inside a throwaway VM whose kernel has a pure cgroup v2 hierarchy.
 #
 # Runs, in the VM: the direct runtime's root tests (compiled test binary), the
-# cgroup v2 behaviour tests (tests/cgroup2, build tag cgroup2),
+# cgroup v2 behaviour tests (tests/cgroup2, build tag cgroup2; they include the
+# placement of direct and gvisor inside a delegated subtree),
 # `awf isolate verify --runtime direct` and `--agent`, the gvisor runtime's
 # cgroup tests and `awf isolate verify --runtime gvisor` (a subset of each:
 # see inside.sh), the fault suite's kill cases, and one end-to-end `awf run`.
