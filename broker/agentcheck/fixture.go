@@ -160,7 +160,7 @@ func (fx *fixture) makeCgroupLeaf(parent, run string) error {
 	if err != nil {
 		return fmt.Errorf("agentcheck: %w", err)
 	}
-	if mode == cgroupfs.ModeV1Hybrid {
+	if cgroupfs.IsV1(mode) {
 		if root, err = cgroups.FindCgroupMountpoint("", "pids"); err != nil {
 			return fmt.Errorf("agentcheck: %w", err)
 		}

@@ -143,7 +143,7 @@ type AgentCgroup struct {
 }
 
 // v2 reports whether the agent cgroup is one cgroup v2 leaf.
-func (a AgentCgroup) v2() bool { return a.Mode != cgroupfs.ModeV1Hybrid }
+func (a AgentCgroup) v2() bool { return !cgroupfs.IsV1(a.Mode) }
 
 // Dirs are the leaves the agent shim joins (it writes its pid into each
 // cgroup.procs before anything else).
@@ -173,7 +173,7 @@ func PlanAgentCgroup(runID, parent string) (AgentCgroup, error) {
 		return AgentCgroup{}, err
 	}
 	a := AgentCgroup{RunID: runID, Mode: mode, CPUs: split}
-	if mode == cgroupfs.ModeV1Hybrid {
+	if cgroupfs.IsV1(mode) {
 		a.FreezerDir = filepath.Join(parents[0], runID)
 		a.CpusetDir = filepath.Join(parents[1], runID)
 	} else {
@@ -193,7 +193,7 @@ func agentParents(parent string, claim bool) ([]string, string, error) {
 		return nil, "", fmt.Errorf("agent cgroup: %w", err)
 	}
 	name := parent + agentParentSuffix
-	if mode == cgroupfs.ModeV1Hybrid {
+	if cgroupfs.IsV1(mode) {
 		var out []string
 		for _, ctrl := range []string{"freezer", "cpuset"} {
 			m, err := cgroups.FindCgroupMountpoint("", ctrl)

@@ -378,7 +378,7 @@ func TestAgentCgroupModeIsTheRuntimes(t *testing.T) {
 	a, err := PlanAgentCgroup(NewRunID(), isolate.DefaultCgroupParent)
 	require.NoError(t, err)
 	assert.Equal(t, mode, a.Mode)
-	if mode == cgroupfs.ModeV1Hybrid {
+	if cgroupfs.IsV1(mode) {
 		assert.Len(t, a.Dirs(), 2)
 		assert.Contains(t, a.FreezerDir, "/freezer/awf-agent/")
 		assert.Contains(t, a.CpusetDir, "/cpuset/awf-agent/")

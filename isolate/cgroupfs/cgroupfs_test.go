@@ -111,26 +111,56 @@ func TestEnableControllers(t *testing.T) {
 	})
 }
 
+// Lines of a hybrid host's mountinfo.
+const (
+	infoMem    = "35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:15 - cgroup cgroup rw,memory\n"
+	infoCPU    = "36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:16 - cgroup cgroup rw,cpu,cpuacct\n"
+	infoV2     = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate,memory\n"
+	infoTmpfs  = "25 1 0:22 / /sys/fs/cgroup ro shared:9 - tmpfs tmpfs ro,mode=755\n"
+	infoBroken = "36 25 - cgroup\n"
+)
+
 func TestHasV1Controller(t *testing.T) {
-	const (
-		mem    = "35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:15 - cgroup cgroup rw,memory\n"
-		cpu    = "36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:16 - cgroup cgroup rw,cpu,cpuacct\n"
-		v2     = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate,memory\n"
-		tmpfs  = "25 1 0:22 / /sys/fs/cgroup ro shared:9 - tmpfs tmpfs ro,mode=755\n"
-		broken = "36 25 - cgroup\n"
-	)
 	tests := []struct {
 		name, info, ctrl string
 		want             bool
 	}{
-		{"memory hierarchy", tmpfs + cpu + mem, "memory", true},
-		{"only cpu", tmpfs + cpu, "memory", false},
-		{"a cgroup2 option is not a v1 hierarchy", v2, "memory", false},
-		{"a controller is a whole option", cpu, "cpua", false},
-		{"short line", broken, "cgroup", false},
+		{"memory hierarchy", infoTmpfs + infoCPU + infoMem, "memory", true},
+		{"only cpu", infoTmpfs + infoCPU, "memory", false},
+		{"a cgroup2 option is not a v1 hierarchy", infoV2, "memory", false},
+		{"a controller is a whole option", infoCPU, "cpua", false},
+		{"short line", infoBroken, "cgroup", false},
 		{"empty", "", "memory", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, hasV1Controller(tc.info, tc.ctrl)) })
+	}
+}
+
+// TestV1Mode: off a pure v2 host, a v2 mount beside the v1 hierarchies
+// makes the host hybrid; verify reports the difference, the backends take
+// one path for both (IsV1).
+func TestV1Mode(t *testing.T) {
+	tests := []struct {
+		name, info, want string
+	}{
+		{"hybrid", infoTmpfs + infoV2 + infoCPU + infoMem, ModeHybrid},
+		{"v1 only", infoTmpfs + infoCPU + infoMem, ModeV1},
+		{"no memory hierarchy", infoTmpfs + infoV2 + infoCPU, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := v1Mode(tc.info)
+			if tc.want == "" {
+				require.ErrorContains(t, err, "no v1 memory controller")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.True(t, IsV1(got))
+		})
+	}
+	for _, m := range []string{ModeV2, ModeV2Delegated} {
+		assert.False(t, IsV1(m), m)
 	}
 }

@@ -124,20 +124,25 @@ func writeProc(dir string, pid int) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
-// Cgroup modes: how awf places its cgroups on this host. Mode reports one;
-// direct, gvisor, the agent's cgroup and agentcheck speak of placement by
-// these names. (verify's host report keeps a finer vocabulary of its own,
-// which tells a hybrid host from a pure v1 one.)
+// Cgroup modes: how awf places its cgroups on this host. Mode reports one,
+// and every part of awf that speaks of the host's cgroups uses these names:
+// direct, gvisor, the agent's cgroup, agentcheck and verify's host report.
 const (
 	// ModeV2Delegated: cgroup v2, inside a subtree a service manager
 	// delegated to the broker (V2Base).
 	ModeV2Delegated = "v2-delegated"
 	// ModeV2: cgroup v2, below the root.
 	ModeV2 = "v2"
-	// ModeV1Hybrid: the controllers are on cgroup v1 hierarchies (with or
-	// without a controller-less v2 one beside them).
-	ModeV1Hybrid = "v1-hybrid"
+	// ModeHybrid: the controllers are on cgroup v1 hierarchies, with a
+	// controller-less v2 one beside them.
+	ModeHybrid = "hybrid"
+	// ModeV1: cgroup v1 hierarchies only.
+	ModeV1 = "v1"
 )
+
+// IsV1 reports whether mode places cgroups on the v1 hierarchies (hybrid
+// or v1): the backends take the same path for both.
+func IsV1(mode string) bool { return mode == ModeHybrid || mode == ModeV1 }
 
 // Mode reports the host's cgroup mode. A host with neither a cgroup v2
 // root nor a cgroup v1 memory hierarchy is an error: no sandbox could be
@@ -161,10 +166,20 @@ func Mode() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cgroupfs: read mountinfo: %w", err)
 	}
-	if !hasV1Controller(string(raw), "memory") {
+	return v1Mode(string(raw))
+}
+
+// v1Mode tells a hybrid host from a v1-only one by its mountinfo.
+func v1Mode(mountinfo string) (string, error) {
+	if !hasV1Controller(mountinfo, "memory") {
 		return "", errors.New("cgroup: no v1 memory controller and no cgroup v2")
 	}
-	return ModeV1Hybrid, nil
+	for _, line := range strings.Split(mountinfo, "\n") {
+		if _, ok := ParseCgroup2Line(line); ok {
+			return ModeHybrid, nil
+		}
+	}
+	return ModeV1, nil
 }
 
 // hasV1Controller reports whether mountinfo lists a cgroup v1 hierarchy

@@ -40,7 +40,7 @@ func setupCgroups(parent, cpus string) (cgroupSetup, error) {
 	}
 	s := cgroupSetup{mode: mode, parentRel: parent, cpus: cpus}
 	switch mode {
-	case cgroupfs.ModeV1Hybrid:
+	case cgroupfs.ModeHybrid, cgroupfs.ModeV1:
 		return s, s.setupV1()
 	case cgroupfs.ModeV2Delegated:
 		base, err := cgroupfs.V2Base(true)
@@ -158,7 +158,7 @@ func swapTotal() (int64, error) {
 }
 
 // v2 reports whether sandboxes use cgroup v2.
-func (s cgroupSetup) v2() bool { return s.mode != cgroupfs.ModeV1Hybrid }
+func (s cgroupSetup) v2() bool { return !cgroupfs.IsV1(s.mode) }
 
 // libcontainerPath is the absolute cgroup path libcontainer gets for a leaf.
 func (s cgroupSetup) libcontainerPath(id string) string { return "/" + s.parentRel + "/" + id }

@@ -233,8 +233,8 @@ func within(p, dir string) bool {
 // Name implements isolate.Runtime.
 func (r *Runtime) Name() string { return Name }
 
-// CgroupMode reports how this runtime places sandboxes: "v2-delegated", "v2"
-// or "v1-hybrid".
+// CgroupMode reports how this runtime places sandboxes: one of cgroupfs's
+// modes (cgroupfs.Mode).
 func (r *Runtime) CgroupMode() string { return r.cg.mode }
 
 // CgroupParentPath is the absolute path of the dedicated parent cgroup (for

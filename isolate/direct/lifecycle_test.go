@@ -128,7 +128,7 @@ func TestStateDirIsExclusive(t *testing.T) {
 func TestCgroupMode(t *testing.T) {
 	mode, err := cgroupfs.Mode()
 	require.NoError(t, err)
-	assert.Contains(t, []string{cgroupfs.ModeV1Hybrid, cgroupfs.ModeV2, cgroupfs.ModeV2Delegated}, mode)
+	assert.Contains(t, []string{cgroupfs.ModeHybrid, cgroupfs.ModeV1, cgroupfs.ModeV2, cgroupfs.ModeV2Delegated}, mode)
 	e := newEnv(t)
 	assert.Equal(t, mode, e.rt.CgroupMode())
 	require.NoError(t, e.rt.Probe(context.Background()))

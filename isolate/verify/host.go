@@ -25,7 +25,7 @@ import (
 type HostFacts struct {
 	Kernel      string   `json:"kernel"`
 	Arch        string   `json:"arch"`
-	CgroupMode  string   `json:"cgroup_mode"` // v2-delegated, v2, hybrid or v1
+	CgroupMode  string   `json:"cgroup_mode"` // cgroupfs's mode: v2-delegated, v2, hybrid or v1
 	Controllers []string `json:"controllers"`
 	Overlay     bool     `json:"overlayfs"`
 	Seccomp     []string `json:"seccomp_actions"`
@@ -52,14 +52,6 @@ type HostOptions struct {
 	// awf run makes (HostConfig.SandboxCPUs); the agent gets the rest.
 	SandboxCPUs string
 }
-
-// Cgroup modes as reported in HostFacts.CgroupMode.
-const (
-	CgroupV2Delegated = "v2-delegated"
-	CgroupV2          = "v2"
-	CgroupHybrid      = "hybrid"
-	CgroupV1          = "v1"
-)
 
 // CheckHost runs every host check and returns the facts and the results.
 func CheckHost(ctx context.Context, o HostOptions) (HostFacts, []Result) {
@@ -214,9 +206,13 @@ func checkKernel(rel, arch string) Result {
 type cgroupFacts struct {
 	RootMagic     int64    // statfs type of /sys/fs/cgroup
 	UnifiedMagic  int64    // statfs type of /sys/fs/cgroup/unified, 0 if absent
-	V2Controllers []string // cgroup.controllers of the v2 root
+	V2Controllers []string // cgroup.controllers of the v2 root, or of Base
+	// Base is the cgroup (relative to the v2 root) a service manager
+	// delegated to this process (cgroupfs.DelegatedBase): the runtimes
+	// place every cgroup below it. "" when there is none.
+	Base          string
 	V1Controllers []string // enabled v1 controllers with a mounted hierarchy
-	Parent        string   // the awf parent cgroup name
+	Parent        string   // the awf parent cgroup name, below Base
 	ParentExists  bool
 	ParentSubtree []string // cgroup.subtree_control of the v2 parent
 	Delegated     bool     // a delegation mark (trusted.delegate) on the parent or an ancestor
@@ -256,8 +252,13 @@ func gatherCgroup(parent string) cgroupFacts {
 		c.UnifiedMagic = int64(st.Type)
 	}
 	if c.RootMagic == unix.CGROUP2_SUPER_MAGIC {
-		c.V2Controllers = fieldsOf("/sys/fs/cgroup/cgroup.controllers")
-		p := filepath.Join("/sys/fs/cgroup", parent)
+		// Where the runtimes place their cgroups (cgroupfs.V2Base, without
+		// claiming the subtree: verify only looks).
+		if own, err := cgroupfs.OwnV2(); err == nil {
+			c.Base = strings.TrimPrefix(cgroupfs.DelegatedBase(own), "/")
+		}
+		c.V2Controllers = fieldsOf(filepath.Join(cgroupfs.Root, c.Base, "cgroup.controllers"))
+		p := filepath.Join(cgroupfs.Root, c.Base, parent)
 		if _, err := os.Stat(p); err == nil {
 			c.ParentExists = true
 			c.ParentSubtree = fieldsOf(filepath.Join(p, "cgroup.subtree_control"))
@@ -347,33 +348,35 @@ func classifyCgroup(c cgroupFacts) (Result, string) {
 	}
 	var mode string
 	switch {
+	case c.RootMagic == unix.CGROUP2_SUPER_MAGIC && c.Base != "":
+		mode = cgroupfs.ModeV2Delegated
 	case c.RootMagic == unix.CGROUP2_SUPER_MAGIC:
-		mode = CgroupV2
-		if c.Delegated || c.ParentExists && containsAll(c.ParentSubtree, requiredControllers) {
-			mode = CgroupV2Delegated
-		}
+		mode = cgroupfs.ModeV2
 	case c.RootMagic == unix.TMPFS_MAGIC && c.UnifiedMagic == unix.CGROUP2_SUPER_MAGIC:
-		mode = CgroupHybrid
+		mode = cgroupfs.ModeHybrid
 	case c.RootMagic == unix.TMPFS_MAGIC:
-		mode = CgroupV1
+		mode = cgroupfs.ModeV1
 	default:
 		return hostResult(id, Fail, "/sys/fs/cgroup is not a cgroup mount (filesystem type %#x)", c.RootMagic), "none"
 	}
 	if len(missing) > 0 {
 		return hostResult(id, Fail, "%s: required controllers missing: %s (available: %s)", mode, strings.Join(missing, " "), strings.Join(ctl, " ")), mode
 	}
-	switch mode {
-	case CgroupV2Delegated:
+	switch {
+	case mode == cgroupfs.ModeV2Delegated:
+		return hostResult(id, Pass, "cgroup v2 inside %q, which a service manager delegated to this process: its cgroups go below %q, and it moves itself into %q; controllers %s; %s; %s",
+			"/"+c.Base, "/"+filepath.Join(c.Base, c.Parent), "/"+filepath.Join(c.Base, cgroupfs.SupervisorLeaf), strings.Join(ctl, " "), swap, c.attachCost()), mode
+	case mode == cgroupfs.ModeV2 && (c.Delegated || c.ParentExists && containsAll(c.ParentSubtree, requiredControllers)):
 		return hostResult(id, Pass, "cgroup v2 with a delegated parent %q (subtree: %s); controllers %s; %s; %s",
 			c.Parent, strings.Join(c.ParentSubtree, " "), strings.Join(ctl, " "), swap, c.attachCost()), mode
-	case CgroupV2:
+	case mode == cgroupfs.ModeV2:
 		how := "does not exist yet"
 		if c.ParentExists {
 			how = "does not delegate cpu, memory and pids to its children"
 		}
 		return hostResult(id, Warn, "cgroup v2 but not delegated: parent %q %s, so awf writes under the root outside any Delegate=yes unit (single-writer rule); controllers %s; %s; %s",
 			c.Parent, how, strings.Join(ctl, " "), swap, c.attachCost()), mode
-	case CgroupHybrid:
+	case mode == cgroupfs.ModeHybrid:
 		return hostResult(id, Warn, "hybrid cgroups: v1 controllers (%s) with a v2 tree at /sys/fs/cgroup/unified; the runtimes take runc's deprecated v1 path: no cgroup.kill; %s; %s",
 			strings.Join(ctl, " "), swap, c.attachCost()), mode
 	default:

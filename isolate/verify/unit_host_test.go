@@ -47,17 +47,21 @@ func TestClassifyCgroup(t *testing.T) {
 		status   Status
 		evidence string
 	}{
-		{"v2 with a delegated parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu", "memory", "pids"}}, CgroupV2Delegated, Pass, "delegated"},
-		{"v2 with systemd's delegation mark", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true}, CgroupV2Delegated, Pass, "delegated"},
-		{"v2 without a parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf"}, CgroupV2, Warn, "not delegated"},
-		{"v2 parent without controllers", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu"}}, CgroupV2, Warn, "does not delegate"},
-		{"hybrid is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupHybrid, Warn, "deprecated v1 path"},
-		{"v1 is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupV1, Warn, "v1 only"},
-		{"a missing controller fails", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: []string{"cpu", "memory"}}, CgroupV2, Fail, "pids"},
+		// The mode is the runtimes' (cgroupfs.Mode): v2-delegated only where
+		// they place their cgroups below a delegated subtree.
+		{"v2 inside a delegated unit", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Base: "system.slice/awf.service", Parent: "awf"}, cgroupfs.ModeV2Delegated, Pass, `its cgroups go below "/system.slice/awf.service/awf"`},
+		{"v2 inside a delegated unit lacking a controller", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: []string{"memory", "pids"}, Base: "awf.service", Parent: "awf"}, cgroupfs.ModeV2Delegated, Fail, "cpu"},
+		{"v2 with a delegated parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu", "memory", "pids"}}, cgroupfs.ModeV2, Pass, "delegated parent"},
+		{"v2 with systemd's delegation mark", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true}, cgroupfs.ModeV2, Pass, "delegated parent"},
+		{"v2 without a parent", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf"}, cgroupfs.ModeV2, Warn, "not delegated"},
+		{"v2 parent without controllers", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", ParentExists: true, ParentSubtree: []string{"cpu"}}, cgroupfs.ModeV2, Warn, "does not delegate"},
+		{"hybrid is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, cgroupfs.ModeHybrid, Warn, "deprecated v1 path"},
+		{"v1 is a warning with its reason", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, cgroupfs.ModeV1, Warn, "v1 only"},
+		{"a missing controller fails", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: []string{"cpu", "memory"}}, cgroupfs.ModeV2, Fail, "pids"},
 		{"no cgroup mount fails", cgroupFacts{RootMagic: 0x1234}, "none", Fail, "not a cgroup mount"},
-		{"hybrid without favordynmods says how to remove the attach's wait", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup/unified"}}, CgroupHybrid, Warn, "`mount -o remount,favordynmods /sys/fs/cgroup/unified` removes the wait"},
-		{"v2 with favordynmods says the attach does not wait", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup", FavorDynmods: true}}, CgroupV2Delegated, Pass, "does not wait for an RCU grace period"},
-		{"no cgroup2 mount: the wait is said, without a remedy", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, CgroupV1, Warn, "no cgroup2 mount to set favordynmods on"},
+		{"hybrid without favordynmods says how to remove the attach's wait", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, UnifiedMagic: unix.CGROUP2_SUPER_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup/unified"}}, cgroupfs.ModeHybrid, Warn, "`mount -o remount,favordynmods /sys/fs/cgroup/unified` removes the wait"},
+		{"v2 with favordynmods says the attach does not wait", cgroupFacts{RootMagic: unix.CGROUP2_SUPER_MAGIC, V2Controllers: all, Parent: "awf", Delegated: true, Cgroup2: &cgroupfs.Cgroup2Mount{Point: "/sys/fs/cgroup", FavorDynmods: true}}, cgroupfs.ModeV2, Pass, "does not wait for an RCU grace period"},
+		{"no cgroup2 mount: the wait is said, without a remedy", cgroupFacts{RootMagic: unix.TMPFS_MAGIC, V1Controllers: []string{"cpu", "memory", "pids"}}, cgroupfs.ModeV1, Warn, "no cgroup2 mount to set favordynmods on"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

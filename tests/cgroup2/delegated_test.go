@@ -20,6 +20,7 @@ import (
 	"github.com/awf-project/awf/isolate/cgroupfs"
 	"github.com/awf-project/awf/isolate/gvisor"
 	"github.com/awf-project/awf/isolate/isolatetest"
+	"github.com/awf-project/awf/isolate/verify"
 )
 
 // TestDelegatedSubtree runs the broker's backends as a service manager runs
@@ -29,7 +30,8 @@ import (
 // must move itself into the supervisor leaf (an inner cgroup with processes
 // could hand no controller to its children), and nothing may be written
 // above the delegated cgroup. This is the placement both direct and gvisor
-// take from cgroupfs.V2Base, and the agent's cgroup (broker/host) too.
+// take from cgroupfs.V2Base, and the agent's cgroup (broker/host) and
+// verify's host report too.
 func TestDelegatedSubtree(t *testing.T) {
 	requireV2(t)
 	unit := delegatedUnit(t)
@@ -119,6 +121,23 @@ func TestDelegatedSubtree(t *testing.T) {
 			assert.True(t, strings.HasPrefix(d, unit+"/"), "the agent's cgroup %s is not below the delegated %s", d, unit)
 			assert.DirExists(t, d)
 		}
+	})
+
+	// verify's host report speaks of the same placement, in the same words.
+	t.Run("verify", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		f, rs := verify.CheckHost(ctx, verify.HostOptions{CgroupParent: "awf"})
+		assert.Equal(t, cgroupfs.ModeV2Delegated, f.CgroupMode)
+		var found bool
+		for _, r := range rs {
+			if r.ID == "host/cgroup" {
+				found = true
+				assert.Equal(t, verify.Pass, r.Status, r.Evidence)
+				assert.Contains(t, r.Evidence, "/"+rel+"/awf")
+			}
+		}
+		assert.True(t, found, "no host/cgroup result")
 	})
 }
 
