@@ -117,6 +117,12 @@ func Remove(ctx context.Context, d string) error {
 	}
 }
 
+// SandboxControllers returns the controllers that limit every sandbox's
+// cgroup (memory, pids, cpu), a new slice each call: the backends enable
+// them (v2) or require their hierarchies (v1), and verify fails a host that
+// lacks one. A sandbox pinned to CPUs needs cpuset too.
+func SandboxControllers() []string { return []string{"memory", "pids", "cpu"} }
+
 // EnableControllers makes each of ctrls (cgroup v2 controller names, such
 // as "memory" or "cpuset") available to the children of the cgroup
 // directory dir. It fails, naming the controller, when dir's

@@ -19,9 +19,6 @@ import (
 
 const cgroupRoot = cgroupfs.Root
 
-// controllers are the v2 controllers every sandbox needs.
-var controllers = []string{"memory", "pids", "cpu"}
-
 // cgroupSetup is where and how sandboxes get their cgroups.
 type cgroupSetup struct {
 	mode      string
@@ -58,14 +55,14 @@ func setupCgroups(parent, cpus string) (cgroupSetup, error) {
 // the controllers on the way down. Sandboxes are never placed in the root
 // cgroup's own process list: they always get a leaf below the parent.
 func (s *cgroupSetup) setupV2(base string) error {
-	if err := cgroupfs.EnableControllers(filepath.Join(cgroupRoot, base), controllers...); err != nil {
+	if err := cgroupfs.EnableControllers(filepath.Join(cgroupRoot, base), cgroupfs.SandboxControllers()...); err != nil {
 		return err
 	}
 	parent := filepath.Join(cgroupRoot, s.parentRel)
 	if err := mkdirPrivate(parent); err != nil {
 		return err
 	}
-	return cgroupfs.EnableControllers(parent, controllers...)
+	return cgroupfs.EnableControllers(parent, cgroupfs.SandboxControllers()...)
 }
 
 // setupV1 records every v1 hierarchy (and the hybrid unified one) that
@@ -109,7 +106,7 @@ func (s *cgroupSetup) setupV1() error {
 			}
 		}
 	}
-	for _, c := range controllers {
+	for _, c := range cgroupfs.SandboxControllers() {
 		if !have[c] {
 			return fmt.Errorf("cgroup: v1 controller %s is not mounted", c)
 		}

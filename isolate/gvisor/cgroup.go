@@ -178,7 +178,7 @@ func (c *cgroup) createV2(parent, cpus string, l isolate.Limits, weak isolate.We
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		return fmt.Errorf("cgroup: create parent %s: %w", p, err)
 	}
-	ctrls := []string{"memory", "pids", "cpu"}
+	ctrls := cgroupfs.SandboxControllers()
 	if cpus != "" {
 		ctrls = append(ctrls, "cpuset")
 	}

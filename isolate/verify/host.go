@@ -328,16 +328,14 @@ func fieldsOf(p string) []string {
 	return strings.Fields(string(b))
 }
 
-// requiredControllers are the controllers every runtime needs.
-var requiredControllers = []string{"cpu", "memory", "pids"}
-
 // classifyCgroup turns cgroup facts into the mode and a verdict. A v1 or
 // hybrid host is a WARN with the reason, never a silent PASS.
 func classifyCgroup(c cgroupFacts) (Result, string) {
 	const id = "host/cgroup"
 	ctl := c.controllers()
 	var missing []string
-	for _, r := range requiredControllers {
+	required := cgroupfs.SandboxControllers()
+	for _, r := range required {
 		if !slices.Contains(ctl, r) {
 			missing = append(missing, r)
 		}
@@ -366,7 +364,7 @@ func classifyCgroup(c cgroupFacts) (Result, string) {
 	case mode == cgroupfs.ModeV2Delegated:
 		return hostResult(id, Pass, "cgroup v2 inside %q, which a service manager delegated to this process: its cgroups go below %q, and it moves itself into %q; controllers %s; %s; %s",
 			"/"+c.Base, "/"+filepath.Join(c.Base, c.Parent), "/"+filepath.Join(c.Base, cgroupfs.SupervisorLeaf), strings.Join(ctl, " "), swap, c.attachCost()), mode
-	case mode == cgroupfs.ModeV2 && (c.Delegated || c.ParentExists && containsAll(c.ParentSubtree, requiredControllers)):
+	case mode == cgroupfs.ModeV2 && (c.Delegated || c.ParentExists && containsAll(c.ParentSubtree, required)):
 		return hostResult(id, Pass, "cgroup v2 with a delegated parent %q (subtree: %s); controllers %s; %s; %s",
 			c.Parent, strings.Join(c.ParentSubtree, " "), strings.Join(ctl, " "), swap, c.attachCost()), mode
 	case mode == cgroupfs.ModeV2:

@@ -46,7 +46,7 @@ func TestDelegatedSubtree(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/"+rel+"/"+cgroupfs.SupervisorLeaf, own, "the runtime moves its process into the supervisor leaf")
 	assert.Equal(t, "", readTrim(filepath.Join(unit, "cgroup.procs")), "the delegated cgroup itself keeps no process")
-	for _, c := range []string{"memory", "pids", "cpu"} {
+	for _, c := range cgroupfs.SandboxControllers() {
 		assert.Contains(t, strings.Fields(readTrim(filepath.Join(unit, "cgroup.subtree_control"))), c,
 			"the delegated cgroup hands %s to its children", c)
 	}
@@ -150,7 +150,7 @@ func delegatedUnit(t *testing.T) string {
 	t.Helper()
 	orig, err := cgroupfs.OwnV2()
 	require.NoError(t, err)
-	require.NoError(t, cgroupfs.EnableControllers(cgroupRoot, "memory", "pids", "cpu"))
+	require.NoError(t, cgroupfs.EnableControllers(cgroupRoot, cgroupfs.SandboxControllers()...))
 	unit := filepath.Join(cgroupRoot, "awf-delegated-"+isolatetest.RandomID(t)[:8]+".service")
 	require.NoError(t, os.Mkdir(unit, 0o755))
 	t.Cleanup(func() {
