@@ -169,7 +169,7 @@ func (fx *fixture) makeCgroupLeaf(parent, run string) error {
 		if err != nil {
 			return fmt.Errorf("agentcheck: %w", err)
 		}
-		root = filepath.Join("/sys/fs/cgroup", base)
+		root = filepath.Join(cgroupfs.Root, base)
 	}
 	p := filepath.Join(root, parent)
 	if err := os.MkdirAll(p, 0o700); err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/cgroupfs"
 )
 
 // startInfo is what verify learns about a job's first process when the
@@ -162,6 +164,9 @@ type leftoverScanner struct {
 	stateDir string
 	runID    string
 	parent   string
+	// base is the delegated cgroup v2 subtree the runtimes place the
+	// parent below (cgroupfs.V2Base), "" when there is none.
+	base     string
 	watch    []string // substrings that mark verify's own mounts
 	ownPidNS string
 
@@ -171,7 +176,10 @@ type leftoverScanner struct {
 
 func newLeftoverScanner(stateDir, runID, parent string, watch []string) *leftoverScanner {
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return &leftoverScanner{stateDir: stateDir, runID: runID, parent: parent, watch: watch, ownPidNS: ns}
+	// Looked up without claiming the subtree: verify only looks. An error
+	// (no cgroup v2 entry) leaves the base at the root.
+	base, _ := cgroupfs.V2Base(false)
+	return &leftoverScanner{stateDir: stateDir, runID: runID, parent: parent, base: base, watch: watch, ownPidNS: ns}
 }
 
 // setBaseline records the state directory and mount table as the runtime
@@ -288,12 +296,11 @@ func (s *leftoverScanner) processes(inv, pidNS string, jobStart, runEnd uint64) 
 }
 
 // namedCgroups finds cgroup directories under the awf parent, in every
-// hierarchy, whose name carries the invocation id.
+// hierarchy, whose name carries the invocation id. It is the net for the
+// cgroups of a backend that reports no job pid (gvisor).
 func (s *leftoverScanner) namedCgroups(inv string) []string {
-	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", s.parent))
-	roots = append(roots, filepath.Join("/sys/fs/cgroup", s.parent))
 	var out []string
-	for _, r := range roots {
+	for _, r := range parentDirs(cgroupfs.Root, s.base, s.parent) {
 		_ = filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
 				return nil
@@ -308,6 +315,16 @@ func (s *leftoverScanner) namedCgroups(inv string) []string {
 		})
 	}
 	return out
+}
+
+// parentDirs lists the awf parent's directories below the cgroup root:
+// one in each v1 hierarchy (root/<hierarchy>/parent), and the v2 one, which
+// a delegated base puts at root/base/parent, however deep the base is.
+func parentDirs(root, base, parent string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(root, "*", parent))
+	dirs = append(dirs, filepath.Join(root, base, parent))
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
 }
 
 // mountLines are the host mount table entries that mention verify's run,
