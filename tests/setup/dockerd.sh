@@ -20,6 +20,11 @@ EXEC_ROOT=$RUN_DIR/exec
 DATA_ROOT=${AWF_DOCKERD_DATA_ROOT:-/var/lib/awf-test-docker}
 CGROUP_PARENT=${AWF_DOCKERD_CGROUP_PARENT:-awf-test-docker}
 LOG=$RUN_DIR/dockerd.log
+# The daemons' temporary directory. dockerd signals a containerd it gives up
+# on with SIGUSR1 before it kills it, and containerd then writes its stacks to
+# containerd.<pid>.stacks.log in its TMPDIR: in /tmp that file outlived the
+# Engine. Here it goes with the run directory, and stop names it first.
+TMP=$RUN_DIR/tmp
 CONFIG=$RUN_DIR/daemon.json
 READY_TIMEOUT=${AWF_DOCKERD_READY_TIMEOUT:-60}
 
@@ -61,12 +66,12 @@ start() {
     # Running but not answering: restart it cleanly.
     stop
   fi
-  mkdir -p "$RUN_DIR" "$EXEC_ROOT" "$DATA_ROOT"
-  chmod 0700 "$RUN_DIR" "$DATA_ROOT"
+  mkdir -p "$RUN_DIR" "$EXEC_ROOT" "$DATA_ROOT" "$TMP"
+  chmod 0700 "$RUN_DIR" "$DATA_ROOT" "$TMP"
   # An explicit, empty-ish config so that no host /etc/docker/daemon.json applies.
   printf '{}\n' >"$CONFIG"
   rm -f "$SOCK"
-  setsid dockerd \
+  TMPDIR=$TMP setsid dockerd \
     --config-file "$CONFIG" \
     --host "unix://$SOCK" \
     --data-root "$DATA_ROOT" \
@@ -193,6 +198,9 @@ stop() {
     [[ -n $m ]] || continue
     umount -l "$m" 2>/dev/null || true
   done <<<"$mounts"
+  local dumps
+  dumps=$(find "$TMP" -maxdepth 1 -name 'containerd.*.stacks.log' 2>/dev/null || true)
+  [[ -z $dumps ]] || echo "dockerd.sh: the Engine gave up on its containerd and had it dump its stacks (removed with the run directory): $(tr '\n' ' ' <<<"$dumps")" >&2
   rm -rf "$RUN_DIR" "$DATA_ROOT"
   # The cgroup parent and the containers' cgroups below it, deepest first,
   # in every hierarchy; a cgroup a dying process still holds is busy for a
