@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestReadEvents(t *testing.T) {
@@ -162,5 +163,30 @@ func TestV1Mode(t *testing.T) {
 	}
 	for _, m := range []string{ModeV2, ModeV2Delegated} {
 		assert.False(t, IsV1(m), m)
+	}
+}
+
+// TestDelegated: the runtimes, the agent cgroup and verify read a service
+// manager's delegation mark by this one rule: trusted.delegate or
+// user.delegate set to 1.
+func TestDelegated(t *testing.T) {
+	tests := []struct {
+		name, attr, value string
+		want              bool
+	}{
+		{"unmarked", "", "", false},
+		{"trusted.delegate", "trusted.delegate", "1", true},
+		{"user.delegate", "user.delegate", "1", true},
+		{"a mark set to 0", "trusted.delegate", "0", false},
+		{"another attribute", "trusted.other", "1", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.attr != "" {
+				require.NoError(t, unix.Setxattr(dir, tc.attr, []byte(tc.value), 0), "this test sets xattrs as root")
+			}
+			assert.Equal(t, tc.want, Delegated(dir))
+		})
 	}
 }

@@ -47,17 +47,18 @@ func DelegatedBase(own string) string {
 	if own == "/" || own == "" {
 		return ""
 	}
-	if isDelegated(filepath.Join(Root, own)) {
+	if Delegated(filepath.Join(Root, own)) {
 		return own
 	}
-	if filepath.Base(own) == SupervisorLeaf && isDelegated(filepath.Join(Root, filepath.Dir(own))) {
+	if filepath.Base(own) == SupervisorLeaf && Delegated(filepath.Join(Root, filepath.Dir(own))) {
 		return filepath.Dir(own)
 	}
 	return ""
 }
 
-// isDelegated reports whether a service manager delegated dir to us.
-func isDelegated(dir string) bool {
+// Delegated reports whether the cgroup directory dir carries a service
+// manager's delegation mark (trusted.delegate or user.delegate set to 1).
+func Delegated(dir string) bool {
 	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
 		buf := make([]byte, 8)
 		n, err := unix.Getxattr(dir, attr, buf)

@@ -252,11 +252,10 @@ func gatherCgroup(parent string) cgroupFacts {
 		c.UnifiedMagic = int64(st.Type)
 	}
 	if c.RootMagic == unix.CGROUP2_SUPER_MAGIC {
-		// Where the runtimes place their cgroups (cgroupfs.V2Base, without
-		// claiming the subtree: verify only looks).
-		if own, err := cgroupfs.OwnV2(); err == nil {
-			c.Base = strings.TrimPrefix(cgroupfs.DelegatedBase(own), "/")
-		}
+		// Where the runtimes place their cgroups, looked up without
+		// claiming the subtree: verify only looks. An error (no cgroup v2
+		// entry) leaves the base at the root.
+		c.Base, _ = cgroupfs.V2Base(false)
 		c.V2Controllers = fieldsOf(filepath.Join(cgroupfs.Root, c.Base, "cgroup.controllers"))
 		p := filepath.Join(cgroupfs.Root, c.Base, parent)
 		if _, err := os.Stat(p); err == nil {
@@ -288,12 +287,10 @@ func firstChildWith(file string) string {
 }
 
 // hasDelegateMark reports whether p or one of its ancestors below the v2 root
-// carries systemd's delegation mark.
+// carries a service manager's delegation mark (cgroupfs.Delegated).
 func hasDelegateMark(p string) bool {
-	for ; p != "/sys/fs/cgroup" && p != "/" && p != "."; p = filepath.Dir(p) {
-		buf := make([]byte, 8)
-		n, err := unix.Getxattr(p, "trusted.delegate", buf)
-		if err == nil && n > 0 && buf[0] == '1' {
+	for ; p != cgroupfs.Root && p != "/" && p != "."; p = filepath.Dir(p) {
+		if cgroupfs.Delegated(p) {
 			return true
 		}
 	}
