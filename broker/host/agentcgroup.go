@@ -89,7 +89,13 @@ func formatCPUs(cpus []int) string {
 	return strings.Join(parts, ",")
 }
 
-// ParseCPUs reads a kernel CPU list ("0-2,5") into sorted CPU numbers.
+// maxCPUs bounds the CPU numbers ParseCPUs accepts: the kernel's largest
+// NR_CPUS. A larger number is not a CPU of this host, and a range up to it
+// would allocate without limit.
+const maxCPUs = 8192
+
+// ParseCPUs reads a kernel CPU list ("0-2,5") into sorted CPU numbers, each
+// below maxCPUs.
 func ParseCPUs(list string) ([]int, error) {
 	var out []int
 	list = strings.TrimSpace(list)
@@ -98,13 +104,13 @@ func ParseCPUs(list string) ([]int, error) {
 	}
 	for _, part := range strings.Split(list, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
+		a, ok := cpuNumber(lo)
+		if !ok {
 			return nil, fmt.Errorf("cpu list %q: bad entry %q", list, part)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b >= 8192 {
+			if b, ok = cpuNumber(hi); !ok || b < a {
 				return nil, fmt.Errorf("cpu list %q: bad range %q", list, part)
 			}
 		}
@@ -114,6 +120,16 @@ func ParseCPUs(list string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// cpuNumber reads one CPU number of a kernel CPU list: decimal digits only
+// (no sign, no space), below maxCPUs.
+func cpuNumber(s string) (int, bool) {
+	if s == "" || len(s) > 4 || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n < maxCPUs
 }
 
 // String is the split as the operator reads it.

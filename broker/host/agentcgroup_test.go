@@ -57,7 +57,7 @@ func TestSplitCPUList(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.cpus, append(a, s...), "the split covers every CPU once")
 	}
-	for _, bad := range []string{"x", "1-", "3-1", "-1", "1,,2"} {
+	for _, bad := range []string{"x", "1-", "3-1", "-1", "1,,2", "8192", "0-8192", "+1", "1-+2"} {
 		_, err := ParseCPUs(bad)
 		assert.Error(t, err, bad)
 	}
@@ -416,4 +416,28 @@ func BenchmarkAgentFreezeThaw(b *testing.B) {
 	b.ReportMetric(med(fr), "freeze-median-µs")
 	b.ReportMetric(med(th), "thaw-median-µs")
 	b.ReportMetric(float64(fr[len(fr)-1].Microseconds()), "freeze-max-µs")
+}
+
+// FuzzParseCPUs holds the CPU-list reader to its contract on any text: it
+// never panics, and a list it accepts is sorted, free of duplicates, within
+// maxCPUs, and read back the same from its own rendering.
+func FuzzParseCPUs(f *testing.F) {
+	for _, s := range []string{"0", "0-3", " 0-2,5,1\n", "0,2,4,6-7", "8191", "0-8191", "3-1", "1,,2", "+1", "-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		cpus, err := ParseCPUs(list)
+		if err != nil {
+			return
+		}
+		for i, c := range cpus {
+			if c < 0 || c >= maxCPUs || (i > 0 && c <= cpus[i-1]) {
+				t.Fatalf("ParseCPUs(%q) = %v: not sorted, unique and below %d", list, cpus, maxCPUs)
+			}
+		}
+		again, err := ParseCPUs(formatCPUs(cpus))
+		if err != nil || !slices.Equal(again, cpus) {
+			t.Fatalf("ParseCPUs(%q) = %v, rendered %q, read back %v, %v", list, cpus, formatCPUs(cpus), again, err)
+		}
+	})
 }
