@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // Journal entry kinds.
@@ -33,27 +35,11 @@ type entry struct {
 	Created      time.Time `json:"created"`
 }
 
-// writeJournal writes e atomically. It does not fsync: the journal must
-// survive a crash of the broker, not of the host, and a host crash takes
-// every process, mount and cgroup it describes with it.
+// writeJournal writes e atomically, as every backend writes its journal
+// (workspace.ReplaceJSON); readJournal removes the hidden temporary file
+// that a crash between its write and rename leaves.
 func writeJournal(dir string, e entry) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, "."+e.Name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, e.Name+".json")); err != nil {
+	if err := workspace.ReplaceJSON(dir, e.Name+".json", e); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil

@@ -43,17 +43,31 @@ func (w *Workspace) createStore() error {
 
 // WriteJournal atomically replaces the workspace's journal.
 func (w *Workspace) WriteJournal() error {
-	b, err := json.Marshal(w.Journal)
+	if err := ReplaceJSON(w.Dir, journalName, w.Journal); err != nil {
+		return fmt.Errorf("workspace: journal: %w", err)
+	}
+	return nil
+}
+
+// ReplaceJSON atomically replaces dir/name with v as JSON, mode 0600: it
+// writes a hidden sibling "."+name+".tmp" and renames it over name, so a
+// reader finds the old record or the new one, never half of one; a crash
+// between the two leaves only the hidden file, which a sweep may remove. It
+// is every backend's journal write. It does not fsync: a journal must
+// survive a crash of the broker, not of the host, and a host crash takes
+// every process, mount and cgroup it describes with it.
+func ReplaceJSON(dir, name string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("workspace: encode journal: %w", err)
+		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	p := filepath.Join(w.Dir, journalName)
-	tmp := p + ".tmp"
+	tmp := filepath.Join(dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("workspace: write journal: %w", err)
+		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("workspace: commit journal: %w", err)
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("commit %s: %w", name, err)
 	}
 	return nil
 }
