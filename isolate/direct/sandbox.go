@@ -69,8 +69,8 @@ type sandbox struct {
 	proc     *libcontainer.Process
 	pid      int
 	qfd      int // O_PATH fd of the sandbox's /query, -1 when closed
-	stdout   *capWriter
-	stderr   *capWriter
+	stdout   *workspace.Capture
+	stderr   *workspace.Capture
 	done     chan struct{} // closed when init has been reaped
 	// released is closed when the sandbox is reclaimed; it frees the
 	// thread init was forked from even if init was never waited for.
@@ -116,7 +116,7 @@ func (r *Runtime) prepare(ctx context.Context, t isolate.Template, argv []string
 	id := fmt.Sprintf("awf-%s-%s-%d", r.runID, r.inst, r.seq.Add(1))
 	sb := &sandbox{
 		r: r, t: t, id: id, sc: newScratch(filepath.Join(r.scratch, id)), tree: tree, view: view, argv: argv, enc: enc, qfd: -1,
-		stdout: newCapWriter(t.Limits.CaptureBytes), stderr: newCapWriter(t.Limits.CaptureBytes),
+		stdout: &workspace.Capture{Max: t.Limits.CaptureBytes}, stderr: &workspace.Capture{Max: t.Limits.CaptureBytes},
 		done: make(chan struct{}), released: make(chan struct{}),
 	}
 	sb.ent = entry{

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate/ownthread"
+	"github.com/awf-project/awf/isolate/workspace"
 )
 
 // runscEnv is the whole environment runsc runs with.
@@ -55,34 +56,16 @@ func runscCommand(ctx context.Context, runsc string, timeout time.Duration, args
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	var out bytes.Buffer
-	cmd.Stdout = &capped{w: &out, n: 64 << 10}
-	cmd.Stderr = cmd.Stdout
+	out := &workspace.Capture{Max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
 	// From a thread of its own, so that its parent-death signal cannot fire
 	// while it runs (see isolate/ownthread).
 	err := ownthread.Run(cmd)
+	text := string(out.Bytes())
 	if err != nil {
-		return out.String(), fmt.Errorf("runsc %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return text, fmt.Errorf("runsc %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(text))
 	}
-	return out.String(), nil
-}
-
-// capped writes at most n bytes to w and drops the rest.
-type capped struct {
-	w interface{ Write([]byte) (int, error) }
-	n int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if c.n > 0 {
-		q := p
-		if len(q) > c.n {
-			q = q[:c.n]
-		}
-		c.n -= len(q)
-		_, _ = c.w.Write(q)
-	}
-	return len(p), nil
+	return text, nil
 }
 
 // reclaimContainer kills every process of the runsc container whose state

@@ -36,12 +36,22 @@ func ReadOutputFrom(queryDir string, limit int64) ([]byte, isolate.Kind, error) 
 // (an enclave's result or transcript), of which only the last element is
 // looked up in dir.
 func ReadFileFrom(dir, path string, limit int64) ([]byte, isolate.Kind, error) {
-	name := filepath.Base(path)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, isolate.KindOutputInvalid, fmt.Errorf("open %s: %w", filepath.Dir(path), err)
 	}
 	defer unix.Close(dfd)
+	return ReadFileAt(dfd, path, limit)
+}
+
+// ReadFileAt is ReadFileFrom through dfd, a descriptor of the file's
+// directory that the caller holds (direct keeps one of its /query tmpfs
+// from before the job starts, so no path is resolved after the script ran).
+// It opens the last element of path beneath dfd, following no link,
+// crossing no mount and never blocking on a FIFO, and reads it only if it
+// is a regular file of at most limit bytes.
+func ReadFileAt(dfd int, path string, limit int64) ([]byte, isolate.Kind, error) {
+	name := filepath.Base(path)
 	how := unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_CLOEXEC,
 		Resolve: beneath,
