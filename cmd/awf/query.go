@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -121,8 +122,10 @@ func cmdQuery(ctx context.Context, e env) int {
 	}
 	fmt.Fprintf(e.stderr, "awf: running the script (runtime %s, wall limit %v)\n", q.rt.Name(), q.tmpl.Limits.Wall)
 	kmsg := openKmsg()
-	out := q.run(ctx, req.Script)
+	var jobPID atomic.Int64
+	out := q.run(ctx, req.Script, func(pid int) { jobPID.Store(int64(pid)) })
 	kills := kmsg.seccompKills()
+	kills.jobPID = int(jobPID.Load())
 	return printQuery(e.stdout, q, req, out, kills, *outBytes)
 }
 
@@ -268,10 +271,10 @@ func sourceLabel(p config.Repo) string {
 
 // run executes the script once, with the broker's deadline (the wall limit
 // plus its grace for set-up and teardown).
-func (q *query) run(ctx context.Context, script []byte) isolate.Outcome {
+func (q *query) run(ctx context.Context, script []byte, onStart func(hostPID int)) isolate.Outcome {
 	rctx, cancel := context.WithTimeout(ctx, q.tmpl.Limits.Wall+30*time.Second)
 	defer cancel()
-	return q.rt.Run(rctx, isolate.Spec{Template: q.tmpl, Job: isolate.Job{InvocationID: "query", Script: script}})
+	return q.rt.Run(rctx, isolate.Spec{Template: q.tmpl, Job: isolate.Job{InvocationID: "query", Script: script, OnStart: onStart}})
 }
 
 // close sweeps the runtime and removes the seed and the private directory.
@@ -294,7 +297,7 @@ func (q *query) close(ctx context.Context) error {
 }
 
 // printQuery prints the dry run's report and returns the exit status.
-func printQuery(w io.Writer, q *query, req *proto.Request, out isolate.Outcome, kills []seccompKill, outBytes int) int {
+func printQuery(w io.Writer, q *query, req *proto.Request, out isolate.Outcome, kills kernelKills, outBytes int) int {
 	budget, metered, _ := proto.SensitivityBudget(q.seed.Sensitivity)
 	fmt.Fprintf(w, "repo: %s (%s, commit %s, from %s)\n", q.seed.Repo, q.seed.Sensitivity, q.seed.Commit, sourceLabel(q.entry))
 	fmt.Fprintf(w, "runtime: %s\n", q.rt.Name())
@@ -308,7 +311,7 @@ func printQuery(w io.Writer, q *query, req *proto.Request, out isolate.Outcome, 
 		fmt.Fprintf(w, "detail: %s\n", out.Detail)
 	}
 	if out.Kind == isolate.KindSeccompKill {
-		fmt.Fprintf(w, "syscall: %s\n", describeKills(kills, q.rt.Name()))
+		fmt.Fprintf(w, "syscall: %s\n", kills.describe(q.rt.Name()))
 	}
 	code := 1
 	envelope := []byte(proto.ErrorEnvelope)
@@ -371,17 +374,45 @@ type seccompKill struct {
 	PID     int
 }
 
-func describeKills(kills []seccompKill, runtime string) string {
-	if len(kills) == 0 {
-		if runtime == "gvisor" {
-			return "not reported: under gvisor runsc enforces the policy itself and the host kernel logs nothing"
+// kernelKills is what the kernel log said during a run: the seccomp kills
+// of every process on the host, the job's host pid when its runtime
+// reported one, and how many audit records the kernel's log rate limit
+// dropped meanwhile (another package's sandboxes, killed at the same
+// moment, can use up the limit).
+type kernelKills struct {
+	all        []seccompKill
+	jobPID     int
+	suppressed int
+}
+
+// describe names the call that killed the job. With the job's pid it
+// names the job's own kills only, never another process's; without it
+// (a runtime that reports none) it names every kill on the host.
+func (k kernelKills) describe(runtime string) string {
+	kills := k.all
+	others := 0
+	if k.jobPID > 0 {
+		kills = nil
+		for _, x := range k.all {
+			if x.PID == k.jobPID {
+				kills = append(kills, x)
+			}
 		}
-		return "not reported: the kernel logged no seccomp kill to /dev/kmsg during the run (with auditd running, see ausearch -m SECCOMP)"
+		others = len(k.all) - len(kills)
+	}
+	if len(kills) == 0 {
+		switch {
+		case runtime == "gvisor":
+			return "not reported: under gvisor runsc enforces the policy itself and the host kernel logs nothing"
+		case k.suppressed > 0:
+			return fmt.Sprintf("not reported: the kernel's log rate limit dropped %d audit records during the run (%d other seccomp kills on this host were logged)", k.suppressed, others)
+		}
+		return "not reported: the kernel logged no seccomp kill of the job to /dev/kmsg during the run (with auditd running, see ausearch -m SECCOMP)"
 	}
 	seen := map[string]bool{}
 	var names []string
-	for _, k := range kills {
-		d := fmt.Sprintf("%s (%s #%d, %s)", k.Syscall, k.Arch, k.Number, k.Comm)
+	for _, x := range kills {
+		d := fmt.Sprintf("%s (%s #%d, %s)", x.Syscall, x.Arch, x.Number, x.Comm)
 		if !seen[d] {
 			seen[d] = true
 			names = append(names, d)
@@ -390,7 +421,11 @@ func describeKills(kills []seccompKill, runtime string) string {
 	if len(names) == 1 {
 		return names[0]
 	}
-	return fmt.Sprintf("one of %s (the kernel logged %d seccomp kills on this host during the run)", strings.Join(names, "; "), len(kills))
+	whose := "on this host"
+	if k.jobPID > 0 {
+		whose = "of the job"
+	}
+	return fmt.Sprintf("one of %s (the kernel logged %d seccomp kills %s during the run)", strings.Join(names, "; "), len(kills), whose)
 }
 
 // kmsgReader reads the kernel log records written after it was opened. It
@@ -416,6 +451,11 @@ var (
 	kmsgSeccomp = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`type=1326 .*\bpid=(\d+) .*\bcomm="([^"]*)".*\bsig=(\d+) arch=([0-9a-f]+) syscall=(\d+)`)
 	})
+	// kauditd prints audit records (seccomp kills among them) to the kernel
+	// log under printk's rate limit, and says how many it dropped.
+	kmsgAuditSuppressed = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^kauditd_printk_skb: (\d+) callbacks suppressed`)
+	})
 	auditArches = map[string]struct {
 		name string
 		arch libseccomp.ScmpArch
@@ -427,13 +467,14 @@ var (
 )
 
 // seccompKills reads the records since openKmsg and returns the seccomp
-// kills among them (SIGSYS), then closes the reader.
-func (k kmsgReader) seccompKills() []seccompKill {
+// kills among them (SIGSYS) and the count of audit records the kernel's
+// rate limit dropped, then closes the reader.
+func (k kmsgReader) seccompKills() kernelKills {
+	var kills kernelKills
 	if k.fd < 0 {
-		return nil
+		return kills
 	}
 	defer unix.Close(k.fd)
-	var kills []seccompKill
 	buf := make([]byte, 8192)
 	for {
 		n, err := unix.Read(k.fd, buf)
@@ -451,7 +492,10 @@ func (k kmsgReader) seccompKills() []seccompKill {
 		line := sc.Text()
 		if _, msg, ok := strings.Cut(line, ";"); ok {
 			if m := kmsgSeccomp().FindStringSubmatch(msg); m != nil && m[3] == strconv.Itoa(int(unix.SIGSYS)) {
-				kills = append(kills, parseKill(m))
+				kills.all = append(kills.all, parseKill(m))
+			} else if m := kmsgAuditSuppressed().FindStringSubmatch(msg); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				kills.suppressed += n
 			}
 		}
 	}
