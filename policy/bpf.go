@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxBPFInstructions is the kernel's BPF_MAXINSNS.
-const maxBPFInstructions = 4096
+// MaxBPFInstructions is the kernel's BPF_MAXINSNS.
+const MaxBPFInstructions = 4096
 
 // BPF compiles the policy for arch through libseccomp, building the filter
 // exactly as runc v1.5's seccomp.InitSeccomp does from Libcontainer's
@@ -178,8 +178,8 @@ func DecodeProgram(raw []byte) ([]unix.SockFilter, error) {
 		return nil, fmt.Errorf("bpf program is %d bytes, not a multiple of 8", len(raw))
 	}
 	n := len(raw) / 8
-	if n == 0 || n > maxBPFInstructions {
-		return nil, fmt.Errorf("bpf program has %d instructions (want 1..%d)", n, maxBPFInstructions)
+	if n == 0 || n > MaxBPFInstructions {
+		return nil, fmt.Errorf("bpf program has %d instructions (want 1..%d)", n, MaxBPFInstructions)
 	}
 	prog := make([]unix.SockFilter, n)
 	for i := range prog {

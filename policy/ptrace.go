@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxFilters bounds how many stacked filters ReadFilters reads.
-const maxFilters = 64
+// MaxFilters bounds how many stacked filters ReadFilters reads.
+const MaxFilters = 64
 
 // ReadFilters returns the seccomp filters attached to thread tid, newest
 // first, as the kernel holds them (after runc's patching). It attaches with
@@ -47,7 +47,7 @@ func ReadFilters(ctx context.Context, tid int) (filters [][]unix.SockFilter, err
 		return nil, fmt.Errorf("read filters of %d: %w", tid, err)
 	}
 	stopped = true
-	for i := 0; i < maxFilters; i++ {
+	for i := 0; i < MaxFilters; i++ {
 		n, errno := getFilter(tid, i, nil)
 		if errno == unix.ENOENT {
 			return filters, nil
@@ -58,7 +58,7 @@ func ReadFilters(ctx context.Context, tid int) (filters [][]unix.SockFilter, err
 			}
 			return nil, fmt.Errorf("read filters of %d: filter %d: %w", tid, i, errno)
 		}
-		if n == 0 || n > maxBPFInstructions {
+		if n == 0 || n > MaxBPFInstructions {
 			return nil, fmt.Errorf("read filters of %d: filter %d has %d instructions", tid, i, n)
 		}
 		prog := make([]unix.SockFilter, n)
@@ -67,7 +67,7 @@ func ReadFilters(ctx context.Context, tid int) (filters [][]unix.SockFilter, err
 		}
 		filters = append(filters, prog)
 	}
-	return nil, fmt.Errorf("read filters of %d: more than %d filters", tid, maxFilters)
+	return nil, fmt.Errorf("read filters of %d: more than %d filters", tid, MaxFilters)
 }
 
 // getFilter issues PTRACE_SECCOMP_GET_FILTER for filter index i (0 is the

@@ -117,8 +117,8 @@ func validate(prog []unix.SockFilter) error {
 	if len(prog) == 0 {
 		return errEmptyProgram
 	}
-	if len(prog) > maxBPFInstructions {
-		return fmt.Errorf("program has %d instructions; the kernel allows %d", len(prog), maxBPFInstructions)
+	if len(prog) > MaxBPFInstructions {
+		return fmt.Errorf("program has %d instructions; the kernel allows %d", len(prog), MaxBPFInstructions)
 	}
 	for pc, ins := range prog {
 		class := ins.Code & 0x07

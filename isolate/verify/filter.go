@@ -1,88 +1,13 @@
 package verify
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/policy"
 )
-
-// maxFilterInsns bounds one classic-BPF program (BPF_MAXINSNS).
-const maxFilterInsns = 4096
-
-// readFiltersLocked reads every filter of pid with PTRACE_SECCOMP_GET_FILTER
-// (root with CAP_SYS_ADMIN, CONFIG_CHECKPOINT_RESTORE). The calling thread
-// must be locked: ptrace requests come from the thread that attached. The
-// tracee is seized without a signal, interrupted into a ptrace-stop, read,
-// and detached.
-func readFiltersLocked(pid int, timeout time.Duration) (progs [][]unix.SockFilter, err error) {
-	if err := unix.PtraceSeize(pid); err != nil {
-		return nil, fmt.Errorf("PTRACE_SEIZE %d: %w", pid, err)
-	}
-	defer func() {
-		if derr := unix.PtraceDetach(pid); derr != nil && err == nil && !errors.Is(derr, unix.ESRCH) {
-			err = fmt.Errorf("PTRACE_DETACH %d: %w", pid, derr)
-		}
-	}()
-	if err := unix.PtraceInterrupt(pid); err != nil {
-		return nil, fmt.Errorf("PTRACE_INTERRUPT %d: %w", pid, err)
-	}
-	if err := waitStopped(pid, timeout); err != nil {
-		return nil, err
-	}
-	for i := 0; i < 64; i++ {
-		n, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SECCOMP_GET_FILTER, uintptr(pid), uintptr(i), 0, 0, 0)
-		if e == unix.ENOENT {
-			return progs, nil
-		}
-		if e != 0 {
-			if i == 0 && e == unix.EINVAL {
-				return nil, nil // no filter at all
-			}
-			return nil, fmt.Errorf("PTRACE_SECCOMP_GET_FILTER %d index %d: %w", pid, i, e)
-		}
-		if n == 0 || n > maxFilterInsns {
-			return nil, fmt.Errorf("PTRACE_SECCOMP_GET_FILTER %d index %d: %d instructions", pid, i, n)
-		}
-		prog := make([]unix.SockFilter, n)
-		_, _, e = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SECCOMP_GET_FILTER, uintptr(pid), uintptr(i), uintptr(unsafe.Pointer(&prog[0])), 0, 0)
-		runtime.KeepAlive(prog)
-		if e != 0 {
-			return nil, fmt.Errorf("PTRACE_SECCOMP_GET_FILTER %d index %d: %w", pid, i, e)
-		}
-		progs = append(progs, prog)
-	}
-	return nil, fmt.Errorf("pid %d has more than 64 filters", pid)
-}
-
-// waitStopped waits, bounded, for the seized tracee to report its stop.
-func waitStopped(pid int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return fmt.Errorf("wait for pid %d to stop: %w", pid, err)
-		case got == pid && ws.Stopped():
-			return nil
-		case got == pid && (ws.Exited() || ws.Signaled()):
-			return fmt.Errorf("pid %d ended before its filter was read", pid)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d did not stop within %v", pid, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // filterRead is what the loaded-filter probe learned in OnStart.
 type filterRead struct {

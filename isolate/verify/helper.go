@@ -45,7 +45,9 @@ func HelperIfRequested() {
 		fmt.Fprintf(os.Stdout, "ERR bad pid %q\n", v)
 		os.Exit(2)
 	}
-	progs, err := readFiltersLocked(pid, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	progs, err := policy.ReadFilters(ctx, pid)
+	cancel()
 	w := bufio.NewWriter(os.Stdout)
 	if err != nil {
 		fmt.Fprintf(w, "ERR %v\n", err)
@@ -72,7 +74,7 @@ func readFilters(ctx context.Context, pid int) ([][]unix.SockFilter, error) {
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
 	cmd.Env = []string{filterHelperEnv + "=" + strconv.Itoa(pid)}
 	var out bytes.Buffer
-	cmd.Stdout = &limitedBuffer{buf: &out, max: 64 * (maxFilterInsns*8 + 4)}
+	cmd.Stdout = &limitedBuffer{buf: &out, max: policy.MaxFilters * (policy.MaxBPFInstructions*8 + 4)}
 	cmd.Stderr = io.Discard
 	if err := cmd.Run(); err != nil && out.Len() == 0 {
 		return nil, fmt.Errorf("filter helper: %w", err)
@@ -92,7 +94,7 @@ func parseHelperOutput(b []byte) ([][]unix.SockFilter, error) {
 	}
 	cnt, isOK := bytes.CutPrefix(line, []byte("OK "))
 	n, err := strconv.Atoi(string(cnt))
-	if !isOK || err != nil || n < 0 || n > 64 {
+	if !isOK || err != nil || n < 0 || n > policy.MaxFilters {
 		return nil, fmt.Errorf("filter helper: bad header %q", line)
 	}
 	var progs [][]unix.SockFilter
@@ -102,7 +104,7 @@ func parseHelperOutput(b []byte) ([][]unix.SockFilter, error) {
 		}
 		insns := int(binary.LittleEndian.Uint32(rest))
 		rest = rest[4:]
-		if insns <= 0 || insns > maxFilterInsns || len(rest) < insns*8 {
+		if insns <= 0 || insns > policy.MaxBPFInstructions || len(rest) < insns*8 {
 			return nil, errors.New("filter helper: truncated program")
 		}
 		p, err := policy.DecodeProgram(rest[:insns*8])
