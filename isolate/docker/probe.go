@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,17 +18,18 @@ import (
 // probeWall bounds the trial container's run.
 const probeWall = 60 * time.Second
 
-// engineInfo is the part of GET /info the probe checks.
+// engineInfo is the part of GET /info the probe checks and Info reports.
 type engineInfo struct {
-	MemoryLimit     bool     `json:"MemoryLimit"`
-	SwapLimit       bool     `json:"SwapLimit"`
-	PidsLimit       bool     `json:"PidsLimit"`
-	CPUCfsQuota     bool     `json:"CpuCfsQuota"`
-	SecurityOptions []string `json:"SecurityOptions"`
-	CgroupVersion   string   `json:"CgroupVersion"`
-	OSType          string   `json:"OSType"`
-	ServerVersion   string   `json:"ServerVersion"`
-	DefaultRuntime  string   `json:"DefaultRuntime"`
+	Runtimes        map[string]json.RawMessage `json:"Runtimes"`
+	MemoryLimit     bool                       `json:"MemoryLimit"`
+	SwapLimit       bool                       `json:"SwapLimit"`
+	PidsLimit       bool                       `json:"PidsLimit"`
+	CPUCfsQuota     bool                       `json:"CpuCfsQuota"`
+	SecurityOptions []string                   `json:"SecurityOptions"`
+	CgroupVersion   string                     `json:"CgroupVersion"`
+	OSType          string                     `json:"OSType"`
+	ServerVersion   string                     `json:"ServerVersion"`
+	DefaultRuntime  string                     `json:"DefaultRuntime"`
 }
 
 // Probe proves that the Engine answers on its Unix socket, speaks the API
@@ -59,6 +62,29 @@ func (r *Runtime) Probe(ctx context.Context) error {
 	r.probed = true
 	r.mu.Unlock()
 	return nil
+}
+
+// EngineInfo is what an operator's report says of an Engine: its version
+// and the names of the OCI runtimes registered with it, sorted.
+type EngineInfo struct {
+	Version  string
+	Runtimes []string
+}
+
+// Info asks the Engine on sock for its version and registered runtimes
+// (GET /info), through the backend's own client, within 5 seconds. It
+// checks no control: verify's host report describes an Engine whether or
+// not the backend can use it, and Probe decides that.
+func Info(ctx context.Context, sock string) (EngineInfo, error) {
+	e := newEngine(sock)
+	defer e.hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var info engineInfo
+	if err := e.call(ctx, http.MethodGet, "/info", nil, nil, &info); err != nil {
+		return EngineInfo{}, err
+	}
+	return EngineInfo{Version: info.ServerVersion, Runtimes: slices.Sorted(maps.Keys(info.Runtimes))}, nil
 }
 
 // missing lists the controls the Engine reports it cannot enforce.

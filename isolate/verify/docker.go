@@ -2,11 +2,7 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,55 +13,6 @@ import (
 
 // DefaultDockerSocket is where the Docker Engine listens unless configured otherwise.
 const DefaultDockerSocket = "/var/run/docker.sock"
-
-// engineInfo is the part of GET /info that verify reads.
-type engineInfo struct {
-	Version  string
-	Runtimes []string
-}
-
-// dockerInfo asks the Engine on sock for its version and registered runtimes.
-func dockerInfo(ctx context.Context, sock string) (engineInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableKeepAlives: true,
-	}}
-	get := func(path string, v any) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
-		}
-		return json.Unmarshal(body, v)
-	}
-	var ver struct{ Version string }
-	if err := get("/version", &ver); err != nil {
-		return engineInfo{}, err
-	}
-	var info struct{ Runtimes map[string]json.RawMessage }
-	if err := get("/info", &info); err != nil {
-		return engineInfo{}, err
-	}
-	out := engineInfo{Version: ver.Version}
-	out.Runtimes = sortedKeys(info.Runtimes)
-	return out, nil
-}
 
 // engineSocketCandidates lists the container-engine sockets a CI host may expose.
 func engineSocketCandidates(configured string, environ []string) []string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/cgroupfs"
+	"github.com/awf-project/awf/isolate/docker"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -584,7 +585,7 @@ func checkDocker(ctx context.Context, sock string) Result {
 	if sock == "" {
 		sock = DefaultDockerSocket
 	}
-	info, err := dockerInfo(ctx, sock)
+	info, err := docker.Info(ctx, sock)
 	if err != nil {
 		return hostResult(id, Warn, "no Docker Engine at %s (%v): the docker runtime is BLOCKED", sock, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/docker"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/isolate/sbx"
 )
@@ -157,7 +158,7 @@ func agentAvailability(ctx context.Context, name, sock string) Availability {
 	case "host":
 		return Availability{CellSupported, "a host process under awf run, reaching the broker through its Unix socket"}
 	case "docker", "gvisor":
-		info, err := dockerInfo(ctx, sock)
+		info, err := docker.Info(ctx, sock)
 		if err != nil {
 			return Availability{CellUnavailable, fmt.Sprintf("no Docker Engine at %s: %v", sock, err)}
 		}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/docker"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/proto"
 	"github.com/awf-project/awf/rootfs"
@@ -144,7 +145,7 @@ func gatherPins(ctx context.Context, o Options, pol *policy.Policy, lim isolate.
 		p.Runsc = v
 	}
 	sock := cmpOr(o.Host.DockerSocket, DefaultDockerSocket)
-	if info, err := dockerInfo(ctx, sock); err != nil {
+	if info, err := docker.Info(ctx, sock); err != nil {
 		p.Docker = unknown(fmt.Errorf("no Docker Engine at %s (%v)", sock, err))
 	} else {
 		p.Docker = info.Version

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/docker"
 )
 
 // otherRuntimeProbes is the subset run in the slower backends: enough to
@@ -71,7 +72,7 @@ func TestDockerBattery(t *testing.T) {
 		// The engine is installed, so a missing daemon is a set-up fault.
 		t.Fatal("AWF_TEST_DOCKER_SOCKET is not set: start a private dockerd with tests/setup/dockerd.sh start and export it (make test does)")
 	}
-	if _, err := dockerInfo(context.Background(), sock); err != nil {
+	if _, err := docker.Info(context.Background(), sock); err != nil {
 		t.Fatalf("AWF_TEST_DOCKER_SOCKET=%s is set but no Engine answers: %v", sock, err)
 	}
 	got := runOther(t, "docker", isolate.HostConfig{DockerSocket: sock})

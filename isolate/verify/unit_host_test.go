@@ -137,18 +137,19 @@ func TestCheckPrivateRoot(t *testing.T) {
 	assert.Equal(t, dir, anc[len(anc)-1].Path)
 }
 
-// fakeEngine serves /version and /info on a Unix socket.
+// fakeEngine serves GET /info, at any API version, on a Unix socket.
 func fakeEngine(t *testing.T, runtimes map[string]any) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	ln, err := net.Listen("unix", sock)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"Version": "99.0.0"})
-	})
-	mux.HandleFunc("/info", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"Runtimes": runtimes})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/info") {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ServerVersion": "99.0.0", "Runtimes": runtimes})
 	})
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
@@ -162,6 +163,7 @@ func TestDockerChecks(t *testing.T) {
 	r := checkDocker(ctx, sock)
 	assert.Equal(t, Pass, r.Status, r.Evidence)
 	assert.Contains(t, r.Evidence, "runsc registered")
+	assert.Contains(t, r.Evidence, "Docker Engine 99.0.0 at "+sock)
 	missing := filepath.Join(t.TempDir(), "none.sock")
 	assert.Equal(t, Warn, checkDocker(ctx, missing).Status)
 
