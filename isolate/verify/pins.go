@@ -50,9 +50,9 @@ type Pins struct {
 	Libcontainer string `json:"libcontainer"`
 	// Runsc is the first line of "runsc --version", or why there is none.
 	Runsc string `json:"runsc"`
-	// Docker is the version of the Engine on the configured socket (GET
-	// /version, the request host/docker makes in every run), or why there
-	// is none.
+	// Docker is the version of the Engine on the configured socket (the
+	// ServerVersion of GET /info, the request host/docker makes in every
+	// run), or why there is none.
 	Docker string `json:"docker_engine"`
 	// Python is the version of the root filesystem's interpreter.
 	Python string `json:"python"`
