@@ -125,10 +125,10 @@ func ParseCPUs(list string) ([]int, error) {
 // cpuNumber reads one CPU number of a kernel CPU list: decimal digits only
 // (no sign, no space), below maxCPUs.
 func cpuNumber(s string) (int, bool) {
-	if s == "" || len(s) > 4 || strings.Trim(s, "0123456789") != "" {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
 		return 0, false
 	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(s) // an overflow is an error
 	return n, err == nil && n < maxCPUs
 }
 
