@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate/mountinfo"
 	"github.com/awf-project/awf/proto"
 )
 
@@ -201,7 +202,10 @@ func KillRun(ctx context.Context, runID string, keep func(dir string) bool) erro
 	}
 	self := os.Getpid()
 	for {
-		dirs := RunCgroups(runID)
+		dirs, err := RunCgroups(runID)
+		if err != nil {
+			return fmt.Errorf("kill run %s: %w", runID, err)
+		}
 		if keep != nil {
 			kept := dirs[:0]
 			for _, d := range dirs {
@@ -320,10 +324,15 @@ func runProcesses(runID string, self int) []int {
 
 // RunCgroups lists every cgroup directory, in every mounted hierarchy,
 // whose name carries runID, deepest first (the order they can be removed
-// in).
-func RunCgroups(runID string) []string {
+// in). It fails when the mount table cannot be read: an empty list would
+// pass for a run that left nothing.
+func RunCgroups(runID string) ([]string, error) {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, m := range cgroupMounts() {
+	for _, m := range mounts {
 		_ = filepath.WalkDir(m, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
 				return nil
@@ -338,7 +347,7 @@ func RunCgroups(runID string) []string {
 			return nil
 		})
 	}
-	return out
+	return out, nil
 }
 
 // subdirs returns d and every directory below it, deepest first.
@@ -356,38 +365,30 @@ func subdirs(d string) []string {
 	return all
 }
 
-// cgroupMounts lists the mount points of every cgroup and cgroup2 hierarchy.
-func cgroupMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+// cgroupMounts lists the mount points of every cgroup and cgroup2
+// hierarchy.
+func cgroupMounts() ([]string, error) {
+	ms, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("cgroup hierarchies: %w", err)
 	}
-	defer f.Close()
 	var out []string
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 || (qf[0] != "cgroup" && qf[0] != "cgroup2") {
-			continue
-		}
-		if !seen[pf[4]] {
-			seen[pf[4]] = true
-			out = append(out, pf[4])
+	for _, m := range ms {
+		if (m.FSType == "cgroup" || m.FSType == "cgroup2") && !slices.Contains(out, m.Point) {
+			out = append(out, m.Point)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // removeRunCgroups removes every (empty) cgroup directory of the run.
 func removeRunCgroups(ctx context.Context, runID string) error {
+	dirs, err := RunCgroups(runID)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, d := range RunCgroups(runID) {
+	for _, d := range dirs {
 		for {
 			err := unix.Rmdir(d)
 			if err == nil || errors.Is(err, unix.ENOENT) {

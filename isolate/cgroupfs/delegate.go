@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
 // Where awf's cgroups go on a cgroup v2 host.
@@ -163,31 +165,31 @@ func Mode() (string, error) {
 		}
 		return ModeV2, nil
 	}
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
-		return "", fmt.Errorf("cgroupfs: read mountinfo: %w", err)
+		return "", fmt.Errorf("cgroupfs: %w", err)
 	}
-	return v1Mode(string(raw))
+	return v1Mode(ms)
 }
 
-// v1Mode tells a hybrid host from a v1-only one by its mountinfo.
-func v1Mode(mountinfo string) (string, error) {
-	if !hasV1Controller(mountinfo, "memory") {
+// v1Mode tells a hybrid host from a v1-only one by its mount table.
+func v1Mode(ms []mountinfo.Mount) (string, error) {
+	if !hasV1Controller(ms, "memory") {
 		return "", errors.New("cgroup: no v1 memory controller and no cgroup v2")
 	}
-	for _, line := range strings.Split(mountinfo, "\n") {
-		if _, ok := ParseCgroup2Line(line); ok {
+	for _, m := range ms {
+		if m.FSType == "cgroup2" {
 			return ModeHybrid, nil
 		}
 	}
 	return ModeV1, nil
 }
 
-// hasV1Controller reports whether mountinfo lists a cgroup v1 hierarchy
+// hasV1Controller reports whether the table lists a cgroup v1 hierarchy
 // with controller ctrl among its superblock options.
-func hasV1Controller(mountinfo, ctrl string) bool {
-	for _, line := range strings.Split(mountinfo, "\n") {
-		if f, sep, ok := mountinfoFields(line, "cgroup"); ok && slices.Contains(strings.Split(f[sep+3], ","), ctrl) {
+func hasV1Controller(ms []mountinfo.Mount, ctrl string) bool {
+	for _, m := range ms {
+		if m.FSType == "cgroup" && slices.Contains(m.Super, ctrl) {
 			return true
 		}
 	}

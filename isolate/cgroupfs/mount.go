@@ -1,14 +1,12 @@
 package cgroupfs
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
 // The cgroup attach's cheap path.
@@ -34,63 +32,40 @@ type Cgroup2Mount struct {
 // FindCgroup2 returns the first cgroup2 mount in /proc/self/mountinfo, or
 // nil when there is none.
 func FindCgroup2() (*Cgroup2Mount, error) {
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
-		return nil, fmt.Errorf("cgroupfs: read mountinfo: %w", err)
+		return nil, fmt.Errorf("cgroupfs: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if m, ok := ParseCgroup2Line(sc.Text()); ok {
-			return m, nil
+	for _, m := range ms {
+		if c, ok := cgroup2Of(m); ok {
+			return c, nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cgroupfs: parse mountinfo: %w", err)
 	}
 	return nil, nil
 }
 
-// ParseCgroup2Line reads one mountinfo line ("id parent maj:min root point
-// mountopts [optional fields] - fstype source superopts") and reports
-// whether it is a cgroup2 mount.
-func ParseCgroup2Line(line string) (*Cgroup2Mount, bool) {
-	f, sep, ok := mountinfoFields(line, "cgroup2")
-	if !ok {
+// cgroup2Of reports whether m is a cgroup2 mount and describes it.
+func cgroup2Of(m mountinfo.Mount) (*Cgroup2Mount, bool) {
+	if m.FSType != "cgroup2" {
 		return nil, false
 	}
-	// mountinfo escapes a space as \040; no cgroup2 mount point seen in
-	// practice has one, and an escaped point is refused rather than
-	// unescaped here a second time (isolate/workspace owns that).
-	if strings.Contains(f[4], `\`) {
-		return nil, false
-	}
-	m := &Cgroup2Mount{Point: f[4]}
-	for _, o := range strings.Split(f[5], ",") {
-		m.Flags |= mountFlags[o]
+	c := &Cgroup2Mount{Point: m.Point}
+	for _, o := range m.Options {
+		c.Flags |= mountFlags[o]
 	}
 	var super []string
-	for _, o := range strings.Split(f[sep+3], ",") {
+	for _, o := range m.Super {
 		switch o {
 		case "rw", "ro", "":
 		case "favordynmods":
-			m.FavorDynmods = true
+			c.FavorDynmods = true
 			super = append(super, o)
 		default:
 			super = append(super, o)
 		}
 	}
-	m.Data = strings.Join(super, ",")
-	return m, true
-}
-
-// mountinfoFields splits one mountinfo line and reports whether it is a
-// well-formed line of filesystem type fstype; sep is the index of the "-"
-// that ends the optional fields, so f[sep+3] holds the superblock options.
-func mountinfoFields(line, fstype string) (f []string, sep int, ok bool) {
-	f = strings.Fields(line)
-	sep = slices.Index(f, "-")
-	return f, sep, sep >= 6 && len(f) >= sep+4 && f[sep+1] == fstype
+	c.Data = strings.Join(super, ",")
+	return c, true
 }
 
 // mountFlags are the per-mount options mountinfo prints and their flags.

@@ -7,9 +7,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
-func TestParseCgroup2Line(t *testing.T) {
+// parseCgroup2 reads one mountinfo line as FindCgroup2 reads each.
+func parseCgroup2(line string) (*Cgroup2Mount, bool) {
+	m, err := mountinfo.ParseLine(line)
+	if err != nil {
+		return nil, false
+	}
+	return cgroup2Of(m)
+}
+
+func TestCgroup2Of(t *testing.T) {
 	for _, tc := range []struct {
 		name, line string
 		ok         bool
@@ -22,12 +33,11 @@ func TestParseCgroup2Line(t *testing.T) {
 		{"already favoured", "30 23 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 ro,favordynmods", true,
 			Cgroup2Mount{Point: "/sys/fs/cgroup", Flags: unix.MS_RDONLY | unix.MS_NOSUID, Data: "favordynmods", FavorDynmods: true}},
 		{"v1", "32 31 0:29 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,memory", false, Cgroup2Mount{}},
-		{"escaped point", `41 31 0:38 / /mnt/a\040b rw - cgroup2 cgroup2 rw`, false, Cgroup2Mount{}},
-		{"short", "41 31 0:38 / - cgroup2", false, Cgroup2Mount{}},
-		{"empty", "", false, Cgroup2Mount{}},
+		{"escaped point", `41 31 0:38 / /mnt/a\040b rw - cgroup2 cgroup2 rw`, true, Cgroup2Mount{Point: "/mnt/a b"}},
+		{"cgroup2 as the source only", "41 31 0:38 / /x rw - tmpfs cgroup2 rw", false, Cgroup2Mount{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, ok := ParseCgroup2Line(tc.line)
+			m, ok := parseCgroup2(tc.line)
 			require.Equal(t, tc.ok, ok)
 			if ok {
 				require.Equal(t, tc.want, *m)
@@ -47,12 +57,14 @@ func TestFindCgroup2OnThisHost(t *testing.T) {
 	require.Equal(t, int64(unix.CGROUP2_SUPER_MAGIC), int64(st.Type))
 }
 
-func FuzzParseCgroup2Line(f *testing.F) {
+// FuzzCgroup2Of: an accepted line's options never keep rw or ro, and
+// favordynmods is reported exactly when the options hold it.
+func FuzzCgroup2Of(f *testing.F) {
 	f.Add("41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw")
 	f.Add("30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate,favordynmods")
-	f.Add("1 2 3 4 5 6 - cgroup2")
+	f.Add("1 2 3 4 5 6 - cgroup2 cgroup2 rw,,ro")
 	f.Fuzz(func(t *testing.T, line string) {
-		m, ok := ParseCgroup2Line(line)
+		m, ok := parseCgroup2(line)
 		if !ok {
 			return
 		}
@@ -62,32 +74,6 @@ func FuzzParseCgroup2Line(f *testing.F) {
 		}
 		if m.FavorDynmods != slices.Contains(opts, "favordynmods") {
 			t.Fatalf("%q: favordynmods %v but data %q", line, m.FavorDynmods, m.Data)
-		}
-	})
-}
-
-// FuzzHasV1Controller: a line counts only when it is a well-formed cgroup
-// (v1) line whose superblock options name the controller whole; the oracle
-// finds the options after the " - cgroup " separator its own way.
-func FuzzHasV1Controller(f *testing.F) {
-	f.Add("35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid shared:15 - cgroup cgroup rw,memory", "memory")
-	f.Add("30 25 0:26 / /sys/fs/cgroup/unified rw shared:10 - cgroup2 cgroup2 rw,memory", "memory")
-	f.Add("1 2 3 4 5 6 - cgroup x cpu,cpuacct", "cpu")
-	f.Fuzz(func(t *testing.T, line, ctrl string) {
-		if strings.Contains(line, "\n") {
-			return
-		}
-		got := hasV1Controller(line, ctrl)
-		f := strings.Fields(line)
-		want := false
-		for i, w := range f {
-			if w == "-" {
-				want = i >= 6 && len(f) >= i+4 && f[i+1] == "cgroup" && slices.Contains(strings.Split(f[i+3], ","), ctrl)
-				break
-			}
-		}
-		if got != want {
-			t.Fatalf("hasV1Controller(%q, %q) = %v, want %v", line, ctrl, got, want)
 		}
 	})
 }

@@ -39,8 +39,3 @@ func TestCaptureKeepsOnlyMax(t *testing.T) {
 	assert.Equal(t, 4, n)
 	assert.Equal(t, []byte("abcd"), c.Bytes())
 }
-
-func TestUnescapeMountPath(t *testing.T) {
-	assert.Equal(t, "/a b/c", unescapeMountPath(`/a\040b/c`))
-	assert.Equal(t, "/plain", unescapeMountPath("/plain"))
-}

@@ -1,8 +1,6 @@
 package workspace
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
 // tmpfsSource names our tmpfs mounts in the host mount table.
@@ -110,45 +109,16 @@ func unmountBelow(ctx context.Context, dir string) error {
 // mountsBelow lists the mount points at or below dir in the calling thread's
 // mount namespace, deepest first. The caller locks its OS thread.
 func mountsBelow(dir string) ([]string, error) {
-	raw, err := os.ReadFile("/proc/thread-self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Thread)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: read mountinfo: %w", err)
+		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	var points []string
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
+	for _, m := range ms {
+		if m.Below(dir) {
+			points = append(points, m.Point)
 		}
-		p := unescapeMountPath(f[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("workspace: parse mountinfo: %w", err)
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	return points, nil
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

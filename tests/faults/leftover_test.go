@@ -118,7 +118,11 @@ func taggedLeft(n name) []hostThing {
 			out = append(out, hostThing{kind: "mount", path: f[4], what: f[4]})
 		}
 	}
-	for _, d := range host.RunCgroups(n.s) {
+	dirs, err := host.RunCgroups(n.s)
+	if err != nil {
+		out = append(out, hostThing{kind: "cgroup table", what: err.Error()})
+	}
+	for _, d := range dirs {
 		if n.in(d) {
 			out = append(out, hostThing{kind: "cgroup", path: d, what: d})
 		}

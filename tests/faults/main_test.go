@@ -433,7 +433,11 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 			out = append(out, "mount "+f[4])
 		}
 	}
-	for _, d := range host.RunCgroups(runID) {
+	dirs, err := host.RunCgroups(runID)
+	if err != nil {
+		out = append(out, "cgroup table: "+err.Error())
+	}
+	for _, d := range dirs {
 		out = append(out, "cgroup "+d)
 	}
 	un, _ := os.ReadFile("/proc/net/unix")

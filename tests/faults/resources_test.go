@@ -269,7 +269,9 @@ func measure(t *testing.T, awfPid int, runID string) holdings {
 			h.detail = append(h.detail, "mount "+strings.Fields(l)[4])
 		}
 	}
-	for _, d := range host.RunCgroups(runID) {
+	cgs, err := host.RunCgroups(runID)
+	require.NoError(t, err)
+	for _, d := range cgs {
 		h.cgroups++
 		h.detail = append(h.detail, "cgroup "+d)
 	}
@@ -352,7 +354,8 @@ func reclaimRun(runID string) {
 		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
 	}
 	var cgs []hostThing
-	for _, d := range host.RunCgroups(runID) {
+	dirs, _ := host.RunCgroups(runID) // best effort: a failed test's cleanup
+	for _, d := range dirs {
 		cgs = append(cgs, hostThing{kind: "cgroup", path: d, what: d})
 	}
 	_ = reap(cgs)
