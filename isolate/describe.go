@@ -48,6 +48,13 @@ const (
 	DevShmDir = "/dev/shm"
 )
 
+// ScriptDirBytes is the size of the tmpfs that holds the job's script at
+// ScriptDir, on every backend. The directory is a tmpfs of its own, not a
+// directory of the host's disk: statvfs on it would show that filesystem's
+// live free blocks and inodes, a host-wide counter. Two scripts of the
+// largest size a backend takes (1 MiB, direct's bound) fit.
+const ScriptDirBytes = 2 << 20
+
 // maxDevShmBytes caps /dev/shm: POSIX shared memory needs little, and it is
 // memory the tmpfs limits do not otherwise bound.
 const maxDevShmBytes = 8 << 20
@@ -127,7 +134,7 @@ func Describe(t Template, job Job, h HostConfig) (*specs.Spec, error) {
 			Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec", fmt.Sprintf("size=%d", l.RepoUpperBytes)}})
 	}
 	mounts = append(mounts, specs.Mount{Destination: ScriptDir, Type: "bind", Source: SourceScript,
-		Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}})
+		Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", fmt.Sprintf("size=%d", ScriptDirBytes)}})
 
 	ns := []specs.LinuxNamespace{
 		{Type: specs.MountNamespace}, {Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},

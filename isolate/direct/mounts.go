@@ -9,18 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountTmpfs mounts a size-capped private tmpfs on dir.
-func mountTmpfs(dir string, size int64) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("tmpfs %s: %w", dir, err)
-	}
-	data := fmt.Sprintf("size=%d,mode=0700,nr_inodes=%d", size, 1<<16)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-		return fmt.Errorf("tmpfs on %s: %w", dir, err)
-	}
-	return nil
-}
-
 // unmountAndRemove detaches every mount stacked on dir and removes the
 // directory. A missing dir is fine. It relies on umount2 itself (EINVAL:
 // not a mount point) rather than on mountinfo, which can miss entries while

@@ -24,18 +24,18 @@ import (
 const (
 	killWait      = 5 * time.Second // from SIGKILL to a reaped init
 	scriptMode    = 0o444
-	scratchExtra  = 1 << 20 // room for the script next to the upper layer
-	maxScriptSize = 1 << 20
+	maxScriptSize = isolate.ScriptDirBytes / 2
 )
 
 // errStartAbandoned means Prepare's context ended while libcontainer was
 // starting init; the sandbox is torn down in the background.
 var errStartAbandoned = errors.New("start abandoned")
 
-// scratchDirs are one sandbox's host directories, all on its scratch tmpfs.
+// scratchDirs are one sandbox's host directories, all on its scratch tmpfs
+// (awf on a tmpfs of its own inside it).
 type scratchDirs struct {
 	root  string // tmpfs mount point
-	awf   string // bound read-only at /awf; holds the script
+	awf   string // bound read-only at /awf; holds the script (isolate.ScriptDirBytes)
 	upper string // overlay upper layer
 	work  string // overlay work dir
 }
@@ -199,23 +199,29 @@ func (r *Runtime) untrack(name string) error {
 // start makes the scratch tmpfs, creates the container and starts init.
 func (sb *sandbox) start(ctx context.Context) error {
 	l := sb.t.Limits
-	if err := mountTmpfs(sb.sc.root, l.RepoUpperBytes+scratchExtra); err != nil {
+	// The scratch tmpfs holds the repo overlay's upper layer alone, so
+	// that /query/repo has the size of every backend's; the script's
+	// directory is a tmpfs of its own inside it, as every backend's is.
+	if err := os.MkdirAll(filepath.Dir(sb.sc.root), 0o700); err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	if err := workspace.MountTmpfs(sb.sc.root, l.RepoUpperBytes, 0o700, 0, 0); err != nil {
+		return err
+	}
+	if err := workspace.MountTmpfs(sb.sc.awf, isolate.ScriptDirBytes, 0o755, 0, 0); err != nil {
 		return err
 	}
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
 		uid  int
-	}{{sb.sc.awf, 0o755, 0}, {sb.sc.upper, 0o755, isolate.SandboxUID}, {sb.sc.work, 0o700, 0}} {
+	}{{sb.sc.upper, 0o755, isolate.SandboxUID}, {sb.sc.work, 0o700, 0}} {
 		if err := os.Mkdir(d.path, d.mode); err != nil {
 			return fmt.Errorf("scratch: %w", err)
 		}
 		if err := os.Chown(d.path, d.uid, d.uid); err != nil {
 			return fmt.Errorf("scratch: %w", err)
 		}
-	}
-	if err := os.Chmod(sb.sc.root, 0o700); err != nil {
-		return fmt.Errorf("scratch: %w", err)
 	}
 	lower := ""
 	if sb.view != nil {

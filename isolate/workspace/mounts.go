@@ -18,13 +18,31 @@ import (
 // tmpfsSource names our tmpfs mounts in the host mount table.
 const tmpfsSource = "awf-workspace"
 
-// mountTmpfs creates target and mounts a noexec, nosuid, nodev tmpfs of
-// size bytes on it, owned by the sandbox user with the given mode. The
-// flags are those of isolate.Describe's writable mounts: a backend that
-// binds the tmpfs (docker cannot set them on a bind) inherits them.
+// mountTmpfs mounts a tmpfs owned by the sandbox user (MountTmpfs).
 func mountTmpfs(target string, size int64, mode os.FileMode) error {
-	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, mode.Perm(), SandboxUID, SandboxGID)
-	return mountTmpfsData(target, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data)
+	return MountTmpfs(target, size, mode, SandboxUID, SandboxGID)
+}
+
+// MountTmpfs creates target and mounts on it a fresh noexec, nosuid, nodev
+// tmpfs of size bytes whose root has mode (permissions and the sticky bit)
+// and owner uid:gid. It is every tmpfs a backend mounts on the host for a
+// sandbox. The flags are those of isolate.Describe's writable mounts: a
+// backend that binds the tmpfs (docker cannot set them on a bind) inherits
+// them. The inode count is the kernel's default for every one alike, so
+// that statvfs shows a script the same numbers on every backend.
+func MountTmpfs(target string, size int64, mode os.FileMode, uid, gid int) error {
+	perm := uint32(mode.Perm())
+	if mode&os.ModeSticky != 0 {
+		perm |= unix.S_ISVTX
+	}
+	if err := os.Mkdir(target, 0o700); err != nil {
+		return fmt.Errorf("workspace: mount point %s: %w", target, err)
+	}
+	data := fmt.Sprintf("size=%d,mode=%o,uid=%d,gid=%d", size, perm, uid, gid)
+	if err := unix.Mount(tmpfsSource, target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data); err != nil {
+		return fmt.Errorf("workspace: mount tmpfs at %s: %w", target, err)
+	}
+	return nil
 }
 
 // sealDir bind-mounts dir onto itself read-only, noexec, nosuid and nodev,
@@ -49,18 +67,7 @@ func (w *Workspace) MountScratch(name string, size int64) (string, error) {
 		return "", err
 	}
 	p := w.Path(name)
-	data := fmt.Sprintf("size=%d,mode=1777,uid=0,gid=0", size)
-	return p, mountTmpfsData(p, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data)
-}
-
-func mountTmpfsData(target string, flags uintptr, data string) error {
-	if err := os.Mkdir(target, 0o700); err != nil {
-		return fmt.Errorf("workspace: mount point %s: %w", target, err)
-	}
-	if err := unix.Mount(tmpfsSource, target, "tmpfs", flags, data); err != nil {
-		return fmt.Errorf("workspace: mount tmpfs at %s: %w", target, err)
-	}
-	return nil
+	return p, MountTmpfs(p, size, 0o777|os.ModeSticky, 0, 0)
 }
 
 // UnmountBelow is unmountBelow, for the host's orphan sweep: a dead run's

@@ -121,8 +121,10 @@ func create(ctx context.Context, parent string, j Journal, l isolate.Limits, see
 	if err := os.Mkdir(filepath.Join(w.QueryDir(), "repo"), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: repo mount point: %w", err)
 	}
-	if err := os.Mkdir(w.AwfDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("workspace: script dir: %w", err)
+	// The script's directory is a root-owned tmpfs of its own
+	// (isolate.ScriptDirBytes says why).
+	if err := MountTmpfs(w.AwfDir(), isolate.ScriptDirBytes, 0o755, 0, 0); err != nil {
+		return nil, err
 	}
 	switch {
 	case seed != "" && view != "":
