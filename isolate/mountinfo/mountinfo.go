@@ -94,9 +94,13 @@ func ParseLine(line string) (Mount, error) {
 			break
 		}
 	}
-	if sep < 0 || len(f) != sep+4 {
+	if sep < 0 || len(f) < sep+4 {
 		return Mount{}, errors.New("not id parent dev root point options [optional...] - fstype source superoptions")
 	}
+	// A filesystem that prints an option with a raw space is read, not
+	// refused: the superblock options are the rest of the line.
+	f[sep+3] = strings.Join(f[sep+3:], " ")
+	f = f[:sep+4]
 	for i, v := range f {
 		if v == "" && i != sep+2 { // only the source may be empty
 			return Mount{}, fmt.Errorf("field %d is empty", i+1)
