@@ -681,7 +681,7 @@ func (sb *sandbox) teardown(ctx context.Context) error {
 	if err := os.RemoveAll(filepath.Join(sb.r.libct, sb.id)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := unmountAndRemove(sb.sc.root); err != nil {
+	if err := workspace.DetachAndRemove(sb.sc.root); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {

@@ -109,7 +109,7 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 		if !within(e.Mount, r.roots) {
 			return fmt.Errorf("journalled mount %s is outside %s", e.Mount, r.roots)
 		}
-		errs = append(errs, unmountAndRemove(e.Mount))
+		errs = append(errs, workspace.DetachAndRemove(e.Mount))
 	case entryView:
 		// removeViews checks that the path is a store in the views
 		// directory and removes the journal entry.
@@ -137,7 +137,7 @@ func (r *Runtime) reclaim(ctx context.Context, e entry) error {
 				return fmt.Errorf("journalled scratch %s is outside %s", e.Scratch, r.scratch)
 			}
 			errs = append(errs, workspace.UnmountRoot(filepath.Join(e.Scratch, rootMountName)))
-			errs = append(errs, unmountAndRemove(e.Scratch))
+			errs = append(errs, workspace.DetachAndRemove(e.Scratch))
 		}
 	default:
 		return fmt.Errorf("unknown journal kind %q", e.Kind)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -68,6 +69,40 @@ func (w *Workspace) MountScratch(name string, size int64) (string, error) {
 	}
 	p := w.Path(name)
 	return p, MountTmpfs(p, size, 0o777|os.ModeSticky, 0, 0)
+}
+
+// DetachAndRemove detaches every mount stacked on dir, with the mounts
+// below each, and removes the directory; a missing dir or "" is fine. It is
+// the destroy path of a tree of tmpfs mounts that nothing else holds
+// (direct's scratch, a root bind): lazy detaching cannot wait on a busy
+// mount, and it relies on umount2 itself (EINVAL: not a mount point), with
+// no mount-table read, which costs time on every destroy and can miss an
+// entry while other sandboxes mount. A tree that must be released before
+// the call returns (a loop device's filesystem) takes Remove instead.
+func DetachAndRemove(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for i := 0; ; i++ {
+		err := unix.Unmount(dir, unix.MNT_DETACH)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("workspace: unmount %s: %w", dir, err)
+		}
+		if i == 16 {
+			return fmt.Errorf("workspace: unmount %s: still mounted after %d unmounts", dir, i+1)
+		}
+	}
+	var err error
+	for i := 0; i < 5; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("workspace: remove %s: %w", dir, err)
 }
 
 // UnmountBelow is unmountBelow, for the host's orphan sweep: a dead run's
