@@ -315,7 +315,7 @@ func (sb *sandbox) release(ctx context.Context) error {
 	select {
 	case err := <-execErr:
 		if err != nil {
-			return fmt.Errorf("release init: %w", err)
+			return fmt.Errorf("release init: %w%s", err, sb.initEnded())
 		}
 		return nil
 	case <-ctx.Done():
@@ -397,7 +397,7 @@ func (sb *sandbox) openQuery() error {
 	}
 	qfd, err := unix.Open(fmt.Sprintf("/proc/%d/root%s", pid, dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open sandbox %s: %w", dir, err)
+		return fmt.Errorf("open sandbox %s: %w%s", dir, err, sb.initEnded())
 	}
 	sb.qfd = qfd
 	var sfs unix.Statfs_t
@@ -405,6 +405,24 @@ func (sb *sandbox) openQuery() error {
 		return fmt.Errorf("sandbox %s is not its tmpfs", dir)
 	}
 	return nil
+}
+
+// initEnded explains a failed look into the sandbox: init ended after its
+// start returned (a call its last steps need was refused, say), so its
+// root is gone. It waits briefly for the reaper and says nothing when init
+// still runs.
+func (sb *sandbox) initEnded() string {
+	select {
+	case <-sb.done:
+	case <-time.After(200 * time.Millisecond):
+		return ""
+	}
+	st := exitStatus(sb.ps)
+	how := fmt.Sprintf("exit status %d", st.code)
+	if st.signal != "" {
+		how = "signal " + st.signal
+	}
+	return fmt.Sprintf(" (sandbox init ended during its start: %s)", how)
 }
 
 // Exec implements isolate.Sandbox.
