@@ -48,8 +48,10 @@ type params struct {
 	SiblingDir            string
 	PlantToken            string
 	Hostname              string
-	HostOnly              []string // host paths the sandbox must not see
-	HostPrefixes          []string // host path prefixes mountinfo must not reveal
+	HostOnly              []string   // host paths the sandbox must not see
+	HostPrefixes          []string   // host path prefixes mountinfo must not reveal
+	DiskPaths             []string   // sandbox paths fs/host-disk stats (diskPaths)
+	HostDisks             [][3]int64 // the host filesystems it compares them with (hostDisks)
 	TCP4Port, TCP6Port    int
 	UDPPort, DNSPort      int
 	Abstract              string

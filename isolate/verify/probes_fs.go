@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/hostview"
 )
 
@@ -48,6 +51,30 @@ func filesystemProbes() []Probe {
 				return Pass, fmt.Sprintf("none of %d host-only paths is visible", len(c.fx.hostOnlyPaths()))
 			},
 			example: `{"visible":0,"first":-1}`,
+		},
+		{
+			ID:     "fs/host-disk",
+			Title:  "Stats every mount of the sandbox, its root and the files the Engine binds into /etc, and compares each filesystem (size, inodes, block size) with the host's disks: the state directory's, the root filesystem's, verify's own and the temporary directories'.",
+			OnFail: "A mount in the sandbox lies on a host disk: statvfs shows a script that disk's live free blocks and inodes, which every host write moves.",
+			schema: sObj("mask", sInt(0, 1<<len(diskPaths)-1)),
+			check: func(c *probeCtx) (Status, string) {
+				var shared []string
+				residual := true
+				for i, p := range diskPaths {
+					if c.num("mask")&(1<<i) != 0 {
+						shared = append(shared, p)
+						residual = residual && (p == "/" || strings.HasPrefix(p, "/etc/"))
+					}
+				}
+				switch {
+				case len(shared) == 0:
+					return Pass, fmt.Sprintf("none of %d paths lies on a host disk", len(diskPaths))
+				case residual && c.traits.rootDiskResidual != "":
+					return Warn, fmt.Sprintf("%s on a host disk: %s", strings.Join(shared, ", "), c.traits.rootDiskResidual)
+				}
+				return Fail, fmt.Sprintf("%s on a host disk, whose live free counts statvfs shows", strings.Join(shared, ", "))
+			},
+			example: `{"mask":0}`,
 		},
 		blockedProbe("fs/proc-kcore", "Reads /proc/kcore, /proc/kmsg and /proc/timer_list.",
 			"Kernel memory or logs are readable from the sandbox.",
@@ -302,4 +329,28 @@ func procInodeProbe() Probe {
 		},
 		example: `{"proc":"ENOENT","batch":-1,"ino":-1}`,
 	}
+}
+
+// diskPaths are what fs/host-disk stats inside the sandbox: every mount of
+// the description, the root, and the files the Engine binds into /etc.
+var diskPaths = []string{"/", isolate.ScriptDir, isolate.QueryDir, isolate.RepoDir, isolate.TmpDir, isolate.DevShmDir,
+	isolate.DevDir, "/usr", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+
+// hostDisks returns the identity statvfs gives a script of each host
+// filesystem that holds one of paths (size in blocks, inodes, block size),
+// without repeats; a path that cannot be read is left out.
+func hostDisks(paths ...string) [][3]int64 {
+	var out [][3]int64
+	for _, p := range paths {
+		var st unix.Statfs_t
+		if p == "" || unix.Statfs(p, &st) != nil {
+			continue
+		}
+		// As the script reads them: Python's statvfs fields are signed.
+		d := [3]int64{int64(st.Blocks), int64(st.Files), st.Bsize}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -35,6 +35,11 @@ type traits struct {
 	// stays readable there. docs/security.md lists it with its capacity;
 	// the probe reports it as a WARN carrying this text, never as a PASS.
 	procInodeResidual string
+	// rootDiskResidual, when set, names a declared residual: the runtime's
+	// root (and its /etc files) lie on a host filesystem, so statvfs there
+	// shows that filesystem's live free counts. fs/host-disk reports it as
+	// a WARN carrying this text, never as a PASS.
+	rootDiskResidual string
 }
 
 // SbxMissingControls returns the query-isolation controls the audited sbx CLI
@@ -53,7 +58,10 @@ func traitsFor(name string) traits {
 			sentryProc:    true,
 		}
 	case "docker":
-		return traits{procInodeResidual: "a declared residual of the docker backend (docs/security.md, cross-invocation channels): the Engine's runc 1.1 needs /proc to start a container, so procfs inode numbers come from the host's counter, several bits per query pair"}
+		return traits{
+			procInodeResidual: "a declared residual of the docker backend (docs/security.md, cross-invocation channels): the Engine's runc 1.1 needs /proc to start a container, so procfs inode numbers come from the host's counter, several bits per query pair",
+			rootDiskResidual:  "a declared residual of the docker backend (docs/security.md, cross-invocation channels): the Engine builds every container's root, /etc/hosts, /etc/hostname and /etc/resolv.conf on its data root's filesystem, whose free counts move with every container",
+		}
 	case "sbx":
 		return traits{missing: SbxMissingControls(), controls: sbx.Check}
 	}

@@ -3,10 +3,12 @@ package verify
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/awf-project/awf/isolate/hostview"
 )
@@ -29,6 +31,51 @@ func answerCtx(t *testing.T, p Probe, ans map[string]any) *probeCtx {
 	b, err := json.Marshal(ans)
 	require.NoError(t, err)
 	return exampleCtx(t, p, b)
+}
+
+// TestHostDiskCheck is the unit twin of fs/host-disk: a sandbox mount on a
+// host disk fails; the root and the Engine's /etc files on one are a WARN
+// only where the runtime declares that residual; nothing shared passes.
+func TestHostDiskCheck(t *testing.T) {
+	p := probeByID(t, "fs/host-disk")
+	bit := func(path string) int {
+		i := slices.Index(diskPaths, path)
+		require.GreaterOrEqual(t, i, 0, path)
+		return 1 << i
+	}
+	docker := traitsFor("docker")
+	for _, tc := range []struct {
+		name   string
+		mask   int
+		traits traits
+		want   Status
+		ev     string
+	}{
+		{"nothing shared", 0, traits{}, Pass, "none of 11"},
+		{"the script's directory", bit("/awf"), traits{}, Fail, "/awf on a host disk"},
+		{"the script's directory, on docker too", bit("/awf") | bit("/"), docker, Fail, "/, /awf"},
+		{"the root", bit("/"), traits{}, Fail, "/ on a host disk"},
+		{"docker's root and /etc files", bit("/") | bit("/etc/hosts") | bit("/etc/resolv.conf"), docker, Warn, "declared residual"},
+		{"the last path", bit("/etc/resolv.conf"), traits{}, Fail, "/etc/resolv.conf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := answerCtx(t, p, map[string]any{"mask": tc.mask})
+			c.traits = tc.traits
+			st, ev := p.check(c)
+			assert.Equal(t, tc.want, st, ev)
+			assert.Contains(t, ev, tc.ev)
+		})
+	}
+}
+
+// TestHostDisks: the host's own root is among the filesystems compared,
+// once, as a script reads it.
+func TestHostDisks(t *testing.T) {
+	ds := hostDisks("/", "/", "", "/no/such/path")
+	require.Len(t, ds, 1)
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs("/", &st))
+	assert.Equal(t, [3]int64{int64(st.Blocks), int64(st.Files), st.Bsize}, ds[0])
 }
 
 // TestHostCountersCheck is the unit twin of fs/host-counters: any readable
