@@ -30,6 +30,7 @@ type engineInfo struct {
 	OSType          string                     `json:"OSType"`
 	ServerVersion   string                     `json:"ServerVersion"`
 	DefaultRuntime  string                     `json:"DefaultRuntime"`
+	DockerRootDir   string                     `json:"DockerRootDir"`
 }
 
 // Probe proves that the Engine answers on its Unix socket, speaks the API
@@ -69,6 +70,7 @@ func (r *Runtime) Probe(ctx context.Context) error {
 type EngineInfo struct {
 	Version  string
 	Runtimes []string
+	RootDir  string // the Engine's data root, where it keeps every container's root and /etc files
 }
 
 // Info asks the Engine on sock for its version and registered runtimes
@@ -84,7 +86,7 @@ func Info(ctx context.Context, sock string) (EngineInfo, error) {
 	if err := e.call(ctx, http.MethodGet, "/info", nil, nil, &info); err != nil {
 		return EngineInfo{}, err
 	}
-	return EngineInfo{Version: info.ServerVersion, Runtimes: slices.Sorted(maps.Keys(info.Runtimes))}, nil
+	return EngineInfo{Version: info.ServerVersion, Runtimes: slices.Sorted(maps.Keys(info.Runtimes)), RootDir: info.DockerRootDir}, nil
 }
 
 // missing lists the controls the Engine reports it cannot enforce.

@@ -15,6 +15,7 @@ import (
 // filesystemProbes try to write outside the writable areas and to read
 // anything of the host, of other seeds or of earlier invocations.
 func filesystemProbes() []Probe {
+	disk := diskPaths()
 	writeProbe := func(id, title string, paths ...string) Probe {
 		body := "res = {}\n"
 		var fields []string
@@ -54,13 +55,13 @@ func filesystemProbes() []Probe {
 		},
 		{
 			ID:     "fs/host-disk",
-			Title:  "Stats every mount of the sandbox, its root and the files the Engine binds into /etc, and compares each filesystem (size, inodes, block size) with the host's disks: the state directory's, the root filesystem's, verify's own and the temporary directories'.",
+			Title:  "Stats every mount of the sandbox, its root and the files the Engine binds into /etc, and compares each filesystem (size, inodes, block size) with the host's disks: the state directory's, the root filesystem's, verify's own, the temporary directories' and, for docker, the Engine's data root.",
 			OnFail: "A mount in the sandbox lies on a host disk: statvfs shows a script that disk's live free blocks and inodes, which every host write moves.",
-			schema: sObj("mask", sInt(0, 1<<len(diskPaths)-1)),
+			schema: sObj("mask", sInt(0, 1<<len(disk)-1)),
 			check: func(c *probeCtx) (Status, string) {
 				var shared []string
 				residual := true
-				for i, p := range diskPaths {
+				for i, p := range disk {
 					if c.num("mask")&(1<<i) != 0 {
 						shared = append(shared, p)
 						residual = residual && (p == "/" || strings.HasPrefix(p, "/etc/"))
@@ -68,7 +69,7 @@ func filesystemProbes() []Probe {
 				}
 				switch {
 				case len(shared) == 0:
-					return Pass, fmt.Sprintf("none of %d paths lies on a host disk", len(diskPaths))
+					return Pass, fmt.Sprintf("none of %d paths lies on a host disk", len(disk))
 				case residual && c.traits.rootDiskResidual != "":
 					return Warn, fmt.Sprintf("%s on a host disk: %s", strings.Join(shared, ", "), c.traits.rootDiskResidual)
 				}
@@ -331,10 +332,20 @@ func procInodeProbe() Probe {
 	}
 }
 
-// diskPaths are what fs/host-disk stats inside the sandbox: every mount of
-// the description, the root, and the files the Engine binds into /etc.
-var diskPaths = []string{"/", isolate.ScriptDir, isolate.QueryDir, isolate.RepoDir, isolate.TmpDir, isolate.DevShmDir,
-	isolate.DevDir, "/usr", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+// diskPaths are what fs/host-disk stats inside the sandbox: the root and
+// /usr, every mount of the description (isolate.Describe, with a
+// repository), and the files the Engine binds into /etc. Describe cannot
+// fail on this template; TestHostDiskCheck finds each mount in the list.
+func diskPaths() []string {
+	paths := []string{"/", "/usr"}
+	tpl := isolate.Template{Repo: "seed", Limits: isolate.DefaultLimits(), Weaken: isolate.Weakening{NoSeccomp: true}}
+	if d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{}); err == nil {
+		for _, m := range d.Mounts {
+			paths = append(paths, m.Destination)
+		}
+	}
+	return append(paths, "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")
+}
 
 // hostDisks returns the identity statvfs gives a script of each host
 // filesystem that holds one of paths (size in blocks, inodes, block size),

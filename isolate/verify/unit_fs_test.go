@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/awf-project/awf/isolate"
 	"github.com/awf-project/awf/isolate/hostview"
 )
 
@@ -38,8 +39,12 @@ func answerCtx(t *testing.T, p Probe, ans map[string]any) *probeCtx {
 // only where the runtime declares that residual; nothing shared passes.
 func TestHostDiskCheck(t *testing.T) {
 	p := probeByID(t, "fs/host-disk")
+	disk := diskPaths()
+	for _, dst := range []string{isolate.DevDir, isolate.DevShmDir, isolate.TmpDir, isolate.QueryDir, isolate.RepoDir, isolate.ScriptDir} {
+		assert.Contains(t, disk, dst, "every mount of the description is stat'ed")
+	}
 	bit := func(path string) int {
-		i := slices.Index(diskPaths, path)
+		i := slices.Index(disk, path)
 		require.GreaterOrEqual(t, i, 0, path)
 		return 1 << i
 	}

@@ -24,7 +24,7 @@ func testParams() params {
 		SeedMarker: "seed-marker.txt", SeedValue: "v", SeedEntries: 3, OtherMarker: "other.txt",
 		SiblingMarker: "sib.txt", SiblingDir: "sibling-x", PlantToken: "awf-plant-abcdef", Hostname: "host",
 		HostOnly: []string{"/etc/shadow"}, HostPrefixes: []string{"/tmp/x"},
-		DiskPaths: diskPaths, HostDisks: [][3]int64{{66053021, 16777216, 4096}},
+		DiskPaths: diskPaths(), HostDisks: [][3]int64{{66053021, 16777216, 4096}},
 		TCP4Port: 1, TCP6Port: 2, UDPPort: 3, DNSPort: 4, Abstract: "awf-verify-x",
 		FloodBytes: floodBytes, BombCap: bombCapBytes, ThreadCap: bombCapThreads,
 		TokenNames: proto.CredentialVariableNames(), TokenPrefixes: proto.CredentialVariablePrefixes(),

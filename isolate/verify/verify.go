@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/isolate"
+	"github.com/awf-project/awf/isolate/docker"
 	"github.com/awf-project/awf/isolate/runtimes"
 	"github.com/awf-project/awf/policy"
 	"github.com/awf-project/awf/proto"
@@ -222,8 +223,8 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 		OtherMarker: fx.otherMarker, SiblingMarker: fx.siblingMarker, SiblingDir: filepath.Base(fx.sibling),
 		PlantToken: fx.plantToken, Hostname: fx.hostname,
 		HostPrefixes: []string{fx.dir, o.RootFS, stateDir},
-		DiskPaths:    diskPaths,
-		HostDisks:    hostDisks("/", stateDir, fx.dir, o.RootFS, os.TempDir(), "/var/tmp", "/var/lib/docker"),
+		DiskPaths:    diskPaths(),
+		HostDisks:    hostDisks(append(engineRoot(ctx, name, o.Host.DockerSocket), "/", stateDir, fx.dir, o.RootFS, os.TempDir(), "/var/tmp")...),
 		TCP4Port:     fx.tcp4.port, UDPPort: fx.udp.port, DNSPort: fx.dns.port,
 		Abstract:   strings.TrimPrefix(fx.abstract.addr, "@"),
 		FloodBytes: floodBytes, BombCap: bombCapBytes, ThreadCap: bombCapThreads,
@@ -255,4 +256,19 @@ func runRuntime(ctx context.Context, name string, o Options, pol *policy.Policy,
 	}
 	rr.finish(time.Since(t0))
 	return rr
+}
+
+// engineRoot is, for docker, the Engine's data root (GET /info), where it
+// keeps every container's root and /etc files: fs/host-disk compares the
+// sandbox's mounts with that filesystem too. An Engine that does not answer
+// has already made the runtime BLOCKED.
+func engineRoot(ctx context.Context, name, sock string) []string {
+	if name != "docker" {
+		return nil
+	}
+	info, err := docker.Info(ctx, sock)
+	if err != nil || info.RootDir == "" {
+		return nil
+	}
+	return []string{info.RootDir}
 }
