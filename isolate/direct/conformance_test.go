@@ -16,3 +16,12 @@ func TestConformance(t *testing.T) {
 		return e.run(t, tpl, script)
 	})
 }
+
+// TestOutputCapturedAndCapped is the output capture every backend keeps
+// alike (the other backends run it in their isolatetest.Suite).
+func TestOutputCapturedAndCapped(t *testing.T) {
+	e := newEnv(t)
+	isolatetest.OutputCapturedAndCapped(t, e.template(t, ""), func(tpl isolate.Template, script string) isolate.Outcome {
+		return e.run(t, tpl, script)
+	})
+}

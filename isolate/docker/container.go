@@ -3,7 +3,6 @@ package docker
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -75,8 +74,7 @@ type bindOptions struct {
 }
 
 type logConfig struct {
-	Type   string            `json:"Type"`
-	Config map[string]string `json:"Config"`
+	Type string `json:"Type"`
 }
 
 // containerSpec is everything buildCreate needs.
@@ -87,7 +85,6 @@ type containerSpec struct {
 	ws      *workspace.Workspace
 	tmp     string // host tmpfs bound at /tmp
 	labels  map[string]string
-	logMax  int64 // size cap of the json-file log
 
 	// root is the sandbox's own mount of the rootfs ("" = none), and
 	// rootDirs its top-level directories to bind over the image's.
@@ -219,7 +216,13 @@ func buildCreate(c containerSpec) (createBody, error) {
 			ShmSize:    shm,
 			IpcMode:    "private",
 			Mounts:     mounts,
-			LogConfig:  logConfig{Type: "json-file", Config: map[string]string{"max-size": strconv.FormatInt(c.logMax, 10), "max-file": "1"}},
+			// No log: the Engine would write the script's output to its
+			// data root, whose free counts a later script reads (statvfs
+			// of /) and the agent may read of its own disk, moved by an
+			// amount and at times the script chose. Exec reads the
+			// output from the attach stream instead, which keeps it in
+			// memory (TestOutputStaysOffTheEnginesDisk).
+			LogConfig: logConfig{Type: "none"},
 			// This replaces the Engine's default list, which it contains;
 			// create checks that the Engine kept it.
 			MaskedPaths:   slices.Clone(d.Linux.MaskedPaths),

@@ -109,17 +109,22 @@ func (e *engine) request(ctx context.Context, method, path string, q url.Values,
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var m struct {
-			Message string `json:"message"`
-		}
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &m) == nil && m.Message != "" {
-			msg = m.Message
-		}
-		return nil, &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, path, msg)}
+		return nil, replyError(resp, method, path)
 	}
 	return resp, nil
+}
+
+// replyError reads the Engine's error reply into an apiError.
+func replyError(resp *http.Response, method, path string) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var m struct {
+		Message string `json:"message"`
+	}
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &m) == nil && m.Message != "" {
+		msg = m.Message
+	}
+	return &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, path, msg)}
 }
 
 // call sends a JSON body (when in is not nil) and decodes a JSON reply into
@@ -184,4 +189,30 @@ func cmpVersion(a, b string) int {
 		}
 	}
 	return 0
+}
+
+// attach opens the attach stream of container id (stdout and stderr,
+// multiplexed as the logs endpoint frames them) and returns its reader. The
+// Engine hands over the connection (101 Switching Protocols); the caller
+// owns it from then on, beyond ctx, and must close it.
+func (e *engine) attach(ctx context.Context, id string) (io.ReadCloser, error) {
+	if err := checkSocket(e.sock); err != nil {
+		return nil, err
+	}
+	q := url.Values{"stream": {"1"}, "stdout": {"1"}, "stderr": {"1"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://docker/v"+apiVersion+"/containers/"+id+"/attach?"+q.Encode(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("engine: attach: %w", err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "tcp")
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("engine: attach: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, replyError(resp, http.MethodPost, "/containers/"+id+"/attach")
+	}
+	return resp.Body, nil
 }

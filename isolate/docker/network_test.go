@@ -19,7 +19,7 @@ func TestEnclaveNetworkIsBlocked(t *testing.T) {
 		Network: &isolate.Network{NetNS: "/run/netns/awfenc-x-e", Peer: netip.MustParseAddrPort("169.254.77.1:8080")}}
 	d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{})
 	require.NoError(t, err)
-	_, err = buildCreate(containerSpec{desc: d, image: "img", seccomp: "seccomp=x", logMax: 1 << 20})
+	_, err = buildCreate(containerSpec{desc: d, image: "img", seccomp: "seccomp=x"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BLOCKED")
 	assert.Contains(t, err.Error(), "NetworkMode")

@@ -34,7 +34,7 @@ func TestRenderingMatchesDescription(t *testing.T) {
 		require.NoError(t, ws.WriteScript([]byte("pass\n")))
 		tmp, err := ws.MountScratch("tmp", tpl.Limits.TmpTmpfsBytes)
 		require.NoError(t, err)
-		body, err := buildCreate(containerSpec{desc: d, image: "img", seccomp: "seccomp=x", ws: ws, tmp: tmp, logMax: 1 << 20})
+		body, err := buildCreate(containerSpec{desc: d, image: "img", seccomp: "seccomp=x", ws: ws, tmp: tmp})
 		require.NoError(t, err)
 		require.NoError(t, checkBindFlags(d, body))
 		// What the Engine receives, read back as it does.

@@ -89,7 +89,8 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	}
 
 	t0 := time.Now()
-	if err := s.launch(ctx, job); err != nil {
+	out, err := s.launch(ctx, job)
+	if err != nil {
 		return isolate.Err(isolate.KindLaunchFailed, "docker: %v", err)
 	}
 	started := time.Now()
@@ -101,41 +102,48 @@ func (s *sandbox) Exec(ctx context.Context, job isolate.Job) isolate.Outcome {
 	o := s.wait(ctx)
 	o.Timings.Start = started.Sub(t0)
 	o.Timings.Run = time.Since(started)
-	o.Stdout, o.Stderr = s.logs(ctx)
+	o.Stdout, o.Stderr = out.collect()
 	return s.ws.Conclude(o, s.t, "docker", "the pids limit")
 }
 
-// launch does Exec's steps up to and including the start.
-func (s *sandbox) launch(ctx context.Context, job isolate.Job) error {
+// launch does Exec's steps up to and including the start, and returns
+// the container's output as it is read from its attach stream.
+func (s *sandbox) launch(ctx context.Context, job isolate.Job) (*output, error) {
 	argv := job.Argv
 	if len(argv) == 0 {
 		argv = isolate.DefaultArgv()
 	}
 	if !slices.Equal(argv, s.argv) {
 		if err := s.r.removeContainer(ctx, s.ws.Journal.Container); err != nil {
-			return err
+			return nil, err
 		}
 		if err := s.create(ctx, argv); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if _, err := s.ws.RecordInvocation(job.InvocationID); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.ws.WriteScript(job.Script); err != nil {
-		return err
+		return nil, err
 	}
 	// The binds take their flags from their host mounts when the container
 	// starts, so they are checked now, the script directory sealed.
 	if err := checkBindFlags(s.desc, s.body); err != nil {
-		return err
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/"+s.id+"/start", nil, nil, nil); err != nil {
-		return fmt.Errorf("start: %w", err)
+	// Attached before the start, so that no output is lost.
+	out, err := s.attach(cctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if err := s.r.eng.call(cctx, http.MethodPost, "/containers/"+s.id+"/start", nil, nil, nil); err != nil {
+		out.collect()
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return out, nil
 }
 
 // create creates the sandbox's labelled container, stopped, to run argv.
@@ -149,7 +157,7 @@ func (s *sandbox) create(ctx context.Context, argv []string) error {
 		return err
 	}
 	body, err := buildCreate(containerSpec{
-		desc: desc, image: s.image, seccomp: s.seccomp, ws: s.ws, tmp: s.tmp, logMax: 2*s.t.Limits.CaptureBytes + 4096,
+		desc: desc, image: s.image, seccomp: s.seccomp, ws: s.ws, tmp: s.tmp,
 		root: s.root, rootDirs: s.rootDirs,
 		labels: map[string]string{
 			labelRun: s.runID, labelSandbox: s.ws.Journal.SandboxID,
@@ -280,27 +288,60 @@ func (s *sandbox) classify(st containerState) isolate.Outcome {
 	return workspace.ExitOutcome("docker", code)
 }
 
-// logs reads the container's stdout and stderr back from its size-capped
-// log, each capped at CaptureBytes. Failures leave them empty: they are for
-// the audit log only.
-func (s *sandbox) logs(ctx context.Context) ([]byte, []byte) {
-	cap := s.t.Limits.CaptureBytes
-	stdout, stderr := &workspace.Capture{Max: cap}, &workspace.Capture{Max: cap}
-	if cap == 0 {
-		return nil, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := s.r.eng.request(cctx, http.MethodGet, "/containers/"+s.id+"/logs", url.Values{"stdout": {"1"}, "stderr": {"1"}}, nil, "")
-	if err != nil {
-		return nil, nil
-	}
-	defer resp.Body.Close()
-	demux(io.LimitReader(resp.Body, 4*cap+(64<<10)), stdout, stderr)
-	return stdout.Bytes(), stderr.Bytes()
+// output is a started container's stdout and stderr, each capped at
+// CaptureBytes, read from the Engine's attach stream while it runs. The
+// container keeps no log (see buildCreate), so this stream is the only copy
+// of the output, and it never touches a disk.
+type output struct {
+	stdout, stderr *workspace.Capture
+	body           io.Closer // nil: nothing attached
+	done           chan struct{}
 }
 
-// demux splits the Engine's multiplexed log stream: frames of an 8-byte
+// drainGrace bounds how long collect waits, once the container has
+// stopped, for the Engine to end the attach stream.
+const drainGrace = 5 * time.Second
+
+// attach opens the attach stream of the created container, which the
+// Engine ends when the container stops, and reads it until then. All of
+// it is read, what is beyond the caps discarded, because an unread stream
+// would stall the script's writes. With CaptureBytes 0 nothing is
+// attached and the Engine drops the output.
+func (s *sandbox) attach(ctx context.Context) (*output, error) {
+	capb := s.t.Limits.CaptureBytes
+	out := &output{stdout: &workspace.Capture{Max: capb}, stderr: &workspace.Capture{Max: capb}, done: make(chan struct{})}
+	if capb == 0 {
+		close(out.done)
+		return out, nil
+	}
+	body, err := s.r.eng.attach(ctx, s.id)
+	if err != nil {
+		return nil, err
+	}
+	out.body = body
+	go func() {
+		defer close(out.done)
+		demux(body, out.stdout, out.stderr)
+	}()
+	return out, nil
+}
+
+// collect returns what was captured once the stream has ended, or after
+// drainGrace, when it closes the stream itself. Failures leave the
+// captures short: they are for the audit log only.
+func (o *output) collect() ([]byte, []byte) {
+	if o.body != nil {
+		select {
+		case <-o.done:
+		case <-time.After(drainGrace):
+		}
+		_ = o.body.Close()
+		<-o.done
+	}
+	return o.stdout.Bytes(), o.stderr.Bytes()
+}
+
+// demux splits the Engine's multiplexed output stream: frames of an 8-byte
 // header (stream, 0, 0, 0, big-endian length) and a payload.
 func demux(r io.Reader, stdout, stderr io.Writer) {
 	var hdr [8]byte

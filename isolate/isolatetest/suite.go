@@ -35,8 +35,8 @@ type Backend[R isolate.Runtime] struct {
 
 // Suite runs, each on a fresh runtime of b, the jobs every backend must
 // run to the same outcome: the limit cases, the repository view, a
-// template without a policy, single use and idempotent destroy, and the
-// conformance job, and the root page-cache channel. The backends each wrote these tests around the same
+// template without a policy, single use and idempotent destroy, the
+// output capture, and the conformance job, and the root page-cache channel. The backends each wrote these tests around the same
 // helpers; one suite keeps their list from drifting apart. name is the
 // backend's, as Conformance and the deviations table know it.
 func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
@@ -69,6 +69,12 @@ func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
 			return RunScript(t, r, b.Template(t, r, ""), string(script))
 		}
 		RootPageCacheNotShared(t, max(1, b.RootControlTries), b.Unit, func() { b.EvictRoot(t, r) }, run, run)
+	})
+	t.Run("output is captured and capped", func(t *testing.T) {
+		r := b.New(t)
+		OutputCapturedAndCapped(t, b.Template(t, r, ""), func(tpl isolate.Template, script string) isolate.Outcome {
+			return RunScript(t, r, tpl, script)
+		})
 	})
 	t.Run("conformance", func(t *testing.T) {
 		r := b.New(t)

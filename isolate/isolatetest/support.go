@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -442,6 +443,29 @@ func SweepRemovesWhatACrashLeft[R isolate.Runtime](t *testing.T, b Backend[R]) {
 	require.NoError(t, idle.Destroy(ctx))
 	require.NoError(t, busy.Destroy(ctx))
 	b.Leftovers(t, r)
+}
+
+// OutputCapturedAndCapped runs a job that writes four times CaptureBytes
+// to stdout, in pieces, and a short line to stderr, then answers: the job
+// ends normally (an unread stream would have stalled it), stdout is
+// captured up to exactly CaptureBytes, in order, and stderr whole. The
+// capture is the audit log's; every backend keeps it alike.
+func OutputCapturedAndCapped(t *testing.T, tpl isolate.Template, run func(isolate.Template, string) isolate.Outcome) {
+	t.Helper()
+	tpl.Limits.CaptureBytes = 16 << 10
+	line := `0123456789abcdef0123456789abcde\n` // 32 bytes in Python
+	script := fmt.Sprintf(`import os, sys
+for i in range(%d):
+    os.write(1, b"%s")
+sys.stderr.write("done\n")
+sys.stderr.flush()
+open("/query/out", "w").write("true")
+`, 4*tpl.Limits.CaptureBytes/32, line)
+	o := run(tpl, script)
+	require.Equal(t, isolate.KindOK, o.Kind, "%s\nstderr: %s", o.Detail, o.Stderr)
+	require.Len(t, o.Stdout, int(tpl.Limits.CaptureBytes), "stdout is captured up to CaptureBytes")
+	assert.Equal(t, strings.Repeat("0123456789abcdef0123456789abcde\n", int(tpl.Limits.CaptureBytes)/32), string(o.Stdout))
+	assert.Equal(t, "done\n", string(o.Stderr))
 }
 
 // Conformance runs Behaviour for backend over the template tpl returns for
