@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
 // leakQueries is how many sequential sandboxed queries the leak test runs.
@@ -40,10 +42,10 @@ func take(t *testing.T, brokerPID int, stateDir string) snapshot {
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(brokerPID) + "/task")
 	require.NoError(t, err)
 	s.threads = len(tasks)
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Self)
 	require.NoError(t, err)
-	for _, l := range strings.Split(string(mi), "\n") {
-		if strings.Contains(l, run) {
+	for _, m := range ms {
+		if strings.Contains(m.Point, run) || strings.Contains(m.Root, run) || strings.Contains(m.Source, run) {
 			s.mounts++
 		}
 	}

@@ -82,12 +82,10 @@ func TestFullDiskUnderPrivateRoot(t *testing.T) {
 				// of the run may be left in it either.
 				assert.Empty(t, containers(t, e.sock, id), "containers of run %s left on the Engine", id)
 				assert.Empty(t, engineProcs(e.tag), "container processes left under the Engine's cgroup parent")
-				mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", e.pid(t)))
+				points, err := mountPoints(fmt.Sprintf("/proc/%d/mountinfo", e.pid(t)), id)
 				require.NoError(t, err)
-				for _, l := range strings.Split(string(mi), "\n") {
-					if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], id) {
-						t.Errorf("mount %s of run %s left in the Engine's namespace", f[4], id)
-					}
+				for _, p := range points {
+					t.Errorf("mount %s of run %s left in the Engine's namespace", p, id)
 				}
 				_, err = os.Lstat(privateDir(e.pid(t), id))
 				assert.ErrorIs(t, err, os.ErrNotExist, "the run's private root is left in the Engine's namespace")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/isolate/mountinfo"
 )
 
 // What the package leaves on the host. Each case checks its own run
@@ -112,10 +113,13 @@ func taggedLeft(n name) []hostThing {
 			out = append(out, hostThing{kind: "process", pid: p, what: fmt.Sprintf("%d: %.160s", p, cl)})
 		}
 	}
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && n.in(f[4]) {
-			out = append(out, hostThing{kind: "mount", path: f[4], what: f[4]})
+	ms, err := mountinfo.Read(mountinfo.Self)
+	if err != nil {
+		out = append(out, hostThing{kind: "mount table", what: err.Error()})
+	}
+	for _, m := range ms {
+		if n.in(m.Point) {
+			out = append(out, hostThing{kind: "mount", path: m.Point, what: m.Point})
 		}
 	}
 	dirs, err := host.RunCgroups(n.s)

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/awf-project/awf/broker/host"
+	"github.com/awf-project/awf/isolate/mountinfo"
 	"github.com/awf-project/awf/tests/fixture"
 )
 
@@ -426,12 +427,12 @@ func leftoversAndZombies(runID string) (out, zombies []string) {
 		}
 		out = append(out, p.line)
 	}
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(mi), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 && strings.Contains(f[4], runID) {
-			out = append(out, "mount "+f[4])
-		}
+	points, err := mountPoints(mountinfo.Self, runID)
+	if err != nil {
+		out = append(out, "mount table: "+err.Error())
+	}
+	for _, p := range points {
+		out = append(out, "mount "+p)
 	}
 	dirs, err := host.RunCgroups(runID)
 	if err != nil {
@@ -620,4 +621,22 @@ func runtimes(t *testing.T) []string {
 		t.Log("BLOCKED: runsc is not installed on this host; the gvisor kill cases cannot run")
 	}
 	return rts
+}
+
+// mountPoints lists the mount points in the mount table at path that
+// contain s (a run id or a name), in table order. A table that cannot be
+// read or parsed is an error, not an empty list: a leak check that read
+// nothing would pass.
+func mountPoints(path, s string) ([]string, error) {
+	ms, err := mountinfo.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if strings.Contains(m.Point, s) {
+			out = append(out, m.Point)
+		}
+	}
+	return out, nil
 }

@@ -262,12 +262,11 @@ func measure(t *testing.T, awfPid int, runID string) holdings {
 	}
 	// The broker may share the host's mount namespace with other runs:
 	// only the mounts that name this run (all of its own do) count.
-	mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", broker))
-	for _, l := range strings.Split(string(mi), "\n") {
-		if strings.Contains(l, runID) {
-			h.mounts++
-			h.detail = append(h.detail, "mount "+strings.Fields(l)[4])
-		}
+	points, err := mountPoints(fmt.Sprintf("/proc/%d/mountinfo", broker), runID)
+	require.NoError(t, err)
+	for _, p := range points {
+		h.mounts++
+		h.detail = append(h.detail, "mount "+p)
 	}
 	cgs, err := host.RunCgroups(runID)
 	require.NoError(t, err)
@@ -343,13 +342,7 @@ func reclaimRun(runID string) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	var mounts []string
-	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], runID) {
-			mounts = append(mounts, f[4])
-		}
-	}
+	mounts, _ := mountPoints("/proc/self/mountinfo", runID) // best effort, as below
 	for i := len(mounts) - 1; i >= 0; i-- {
 		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
 	}
