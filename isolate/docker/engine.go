@@ -210,8 +210,13 @@ func (e *engine) attach(ctx context.Context, id string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: attach: %w", err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		// A plain reply would stay tied to ctx, which ends before the
+		// container does: refuse it rather than cut the capture short.
 		defer resp.Body.Close()
+		if resp.StatusCode < 300 {
+			return nil, fmt.Errorf("engine: attach: the Engine answered HTTP %d, not 101: it did not hand over the stream", resp.StatusCode)
+		}
 		return nil, replyError(resp, http.MethodPost, "/containers/"+id+"/attach")
 	}
 	return resp.Body, nil
