@@ -3,8 +3,11 @@ package docker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,4 +109,55 @@ func filesHolding(t *testing.T, dir string, needle []byte) []string {
 	})
 	require.NoError(t, err)
 	return found
+}
+
+// logTap answers every container inspect with the Engine's real reply
+// but with the log driver it names, as an Engine that ignored the
+// request's LogConfig (or an authorization plugin that rewrote it) would.
+type logTap struct {
+	next   http.RoundTripper
+	driver string
+}
+
+func (l *logTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	p := req.URL.Path
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(p, "/containers/") ||
+		!strings.HasSuffix(p, "/json") || strings.HasSuffix(p, "/containers/json") {
+		return resp, err
+	}
+	defer resp.Body.Close()
+	var reply map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil {
+		return nil, err
+	}
+	reply["HostConfig"].(map[string]any)["LogConfig"] = map[string]any{"Type": l.driver, "Config": map[string]any{}}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestPrepareFailsWhenTheEngineLogs: a container the Engine would log
+// (its inspect names a log driver other than none) is refused at Prepare,
+// before any script runs, with the reason, and nothing of it is left.
+func TestPrepareFailsWhenTheEngineLogs(t *testing.T) {
+	r := newTestRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tpl := template(t, r, "")
+	// The image is imported (and verified) before the tap goes in.
+	sb, err := r.Prepare(ctx, tpl)
+	require.NoError(t, err)
+	require.NoError(t, sb.Destroy(ctx))
+
+	r.eng.hc.Transport = &logTap{next: r.eng.hc.Transport, driver: "json-file"}
+	_, err = r.Prepare(ctx, tpl)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `the Engine logs the container with "json-file", not "none"`)
+	assert.Empty(t, containersOf(t, r), "the refused container is left")
 }

@@ -198,27 +198,33 @@ func (s *sandbox) create(ctx context.Context, argv []string) error {
 		// kernel cannot enforce: fail closed.
 		return fmt.Errorf("create: the Engine dropped controls: %v", reply.Warnings)
 	}
-	return s.checkMasks(ctx, body.HostConfig.MaskedPaths)
+	return s.checkKept(ctx, body)
 }
 
-// checkMasks fails closed unless the created container masks every path
-// asked for: an Engine that predates HostConfig.MaskedPaths ignores the
-// field without a warning and applies its own, shorter list.
-func (s *sandbox) checkMasks(ctx context.Context, want []string) error {
+// checkKept fails closed unless the created container masks every path
+// asked for and keeps no log: an Engine that predates
+// HostConfig.MaskedPaths ignores the field without a warning and applies
+// its own, shorter list, and a log would put the script's output on the
+// Engine's data root (see buildCreate).
+func (s *sandbox) checkKept(ctx context.Context, want createBody) error {
 	var got struct {
 		HostConfig struct {
-			MaskedPaths []string `json:"MaskedPaths"`
+			MaskedPaths []string  `json:"MaskedPaths"`
+			LogConfig   logConfig `json:"LogConfig"`
 		} `json:"HostConfig"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if err := s.r.eng.call(cctx, http.MethodGet, "/containers/"+s.id+"/json", nil, nil, &got); err != nil {
-		return fmt.Errorf("create: inspect masked paths: %w", err)
+		return fmt.Errorf("create: inspect the container's controls: %w", err)
 	}
-	for _, p := range want {
+	for _, p := range want.HostConfig.MaskedPaths {
 		if !slices.Contains(got.HostConfig.MaskedPaths, p) {
 			return fmt.Errorf("create: the Engine did not keep masked path %s", p)
 		}
+	}
+	if got.HostConfig.LogConfig.Type != want.HostConfig.LogConfig.Type {
+		return fmt.Errorf("create: the Engine logs the container with %q, not %q: the script's output would be written to its data root", got.HostConfig.LogConfig.Type, want.HostConfig.LogConfig.Type)
 	}
 	return nil
 }
