@@ -25,3 +25,10 @@ func TestOutputCapturedAndCapped(t *testing.T) {
 		return e.run(t, tpl, script)
 	})
 }
+
+// TestHostDiskUnseen: no free count a direct script can read moves while
+// the host writes to its disk (the other backends run it in their Suite).
+func TestHostDiskUnseen(t *testing.T) {
+	e := newEnv(t)
+	isolatetest.HostDiskUnseen(t, e.rt, e.template(t, ""), nil, false)
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +64,24 @@ var backend = isolatetest.Backend[*Runtime]{
 			Swept: func() { assert.Empty(t, containersOf(t, r)) },
 		}
 	},
+	// The declared residual (docs/security.md): the Engine builds the
+	// root, /etc's image directory and the files it binds into /etc on
+	// its data root's filesystem, the host's disk on a default install.
+	HostDisk: func(t testing.TB, _ *Runtime) ([]string, bool) {
+		info, err := Info(context.Background(), testSocket)
+		require.NoError(t, err)
+		return []string{"/", "/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}, sameDevice(t, info.RootDir, os.TempDir())
+	},
+}
+
+// sameDevice reports whether paths a and b lie on one filesystem.
+func sameDevice(t testing.TB, a, b string) bool {
+	t.Helper()
+	sa, err := os.Stat(a)
+	require.NoError(t, err)
+	sb, err := os.Stat(b)
+	require.NoError(t, err)
+	return sa.Sys().(*syscall.Stat_t).Dev == sb.Sys().(*syscall.Stat_t).Dev
 }
 
 // TestSuite runs the jobs every backend runs alike.

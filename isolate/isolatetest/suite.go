@@ -31,12 +31,16 @@ type Backend[R isolate.Runtime] struct {
 	Unit             string
 	// Crash is the backend's side of SweepRemovesWhatACrashLeft for r.
 	Crash func(t testing.TB, r R) Crash
+	// HostDisk names the paths whose free counts show a host disk to
+	// r's scripts (a declared residual; nil: none), and whether that disk
+	// is the one the test's temporary directory is on (HostDiskUnseen).
+	HostDisk func(t testing.TB, r R) (visible []string, sameDisk bool)
 }
 
 // Suite runs, each on a fresh runtime of b, the jobs every backend must
 // run to the same outcome: the limit cases, the repository view, a
 // template without a policy, single use and idempotent destroy, the
-// output capture, and the conformance job, and the root page-cache channel. The backends each wrote these tests around the same
+// output capture, the host disk's counts, and the conformance job, and the root page-cache channel. The backends each wrote these tests around the same
 // helpers; one suite keeps their list from drifting apart. name is the
 // backend's, as Conformance and the deviations table know it.
 func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
@@ -75,6 +79,15 @@ func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
 		OutputCapturedAndCapped(t, b.Template(t, r, ""), func(tpl isolate.Template, script string) isolate.Outcome {
 			return RunScript(t, r, tpl, script)
 		})
+	})
+	t.Run("host disk unseen", func(t *testing.T) {
+		r := b.New(t)
+		var visible []string
+		same := false
+		if b.HostDisk != nil {
+			visible, same = b.HostDisk(t, r)
+		}
+		HostDiskUnseen(t, r, b.Template(t, r, ""), visible, same)
 	})
 	t.Run("conformance", func(t *testing.T) {
 		r := b.New(t)
