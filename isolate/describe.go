@@ -302,3 +302,25 @@ func MountOptions(m specs.Mount) []string {
 	}
 	return slices.DeleteFunc(slices.Clone(m.Options), func(o string) bool { return strings.HasPrefix(o, "size=") })
 }
+
+// EngineEtcFiles are the files a container engine (docker) binds into
+// /etc from its own data root. They are not in the description, so a
+// check of every path a script can stat adds them (StatPaths).
+func EngineEtcFiles() []string {
+	return []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+}
+
+// StatPaths returns the paths whose filesystems a script in a sandbox
+// described by d can stat: the root, /usr and /etc of the root filesystem,
+// every mount of d (none when d is nil), and EngineEtcFiles. verify's fs/host-disk compares
+// them with the host's disks; the conformance suite watches their free
+// counts while the host writes (isolatetest.HostDiskUnseen).
+func StatPaths(d *specs.Spec) []string {
+	paths := []string{"/", "/usr", "/etc"}
+	if d != nil {
+		for _, m := range d.Mounts {
+			paths = append(paths, m.Destination)
+		}
+	}
+	return append(paths, EngineEtcFiles()...)
+}

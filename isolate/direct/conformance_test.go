@@ -30,5 +30,5 @@ func TestOutputCapturedAndCapped(t *testing.T) {
 // the host writes to its disk (the other backends run it in their Suite).
 func TestHostDiskUnseen(t *testing.T) {
 	e := newEnv(t)
-	isolatetest.HostDiskUnseen(t, e.rt, e.template(t, ""), nil, false)
+	isolatetest.HostDiskUnseen(t, e.rt, e.template(t, seedRepo(t)), nil, false)
 }

@@ -52,19 +52,7 @@ os.close(1)
 os.close(2)
 time.sleep(4)
 `, marker)
-	pids := make(chan int, 1)
-	done := make(chan isolate.Outcome, 1)
-	go func() {
-		done <- r.Run(ctx, isolate.Spec{Template: template(t, r, ""), Job: isolate.Job{
-			InvocationID: "output", Script: []byte(script), OnStart: func(p int) { pids <- p },
-		}})
-	}()
-	var pid int
-	select {
-	case pid = <-pids:
-	case o := <-done:
-		t.Fatalf("the job ended before it started: %s %s", o.Kind, o.Detail)
-	}
+	pid, wait := isolatetest.BeginJob(ctx, t, r, template(t, r, ""), isolate.Job{InvocationID: "output", Script: []byte(script)})
 	require.Eventually(t, func() bool {
 		_, e1 := os.Lstat(fmt.Sprintf("/proc/%d/fd/1", pid))
 		_, e2 := os.Lstat(fmt.Sprintf("/proc/%d/fd/2", pid))
@@ -75,7 +63,7 @@ time.sleep(4)
 	time.Sleep(500 * time.Millisecond)
 	found := filesHolding(t, filepath.Join(info.RootDir, "containers"), []byte(marker))
 
-	o := <-done
+	o := wait()
 	assert.Empty(t, found, "the script's output is on the Engine's disk")
 	assert.Contains(t, string(o.Stdout), marker+" out", "stdout was not captured: %s %s", o.Kind, o.Detail)
 	assert.Contains(t, string(o.Stderr), marker+" err", "stderr was not captured: %s %s", o.Kind, o.Detail)

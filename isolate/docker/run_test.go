@@ -70,7 +70,7 @@ var backend = isolatetest.Backend[*Runtime]{
 	HostDisk: func(t testing.TB, _ *Runtime) ([]string, bool) {
 		info, err := Info(context.Background(), testSocket)
 		require.NoError(t, err)
-		return []string{"/", "/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}, sameDevice(t, info.RootDir, os.TempDir())
+		return append([]string{"/", "/etc"}, isolate.EngineEtcFiles()...), sameDevice(t, info.RootDir, os.TempDir())
 	},
 }
 

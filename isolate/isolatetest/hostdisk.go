@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,16 +17,8 @@ import (
 	"github.com/awf-project/awf/isolate"
 )
 
-// diskPaths are the paths a script reads free counts of in
-// HostDiskUnseen: every mount point a backend gives a script, and the
-// files the Engine binds into docker's /etc.
-var diskPaths = []string{
-	"/", "/usr", "/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/etc/passwd",
-	"/query", "/query/repo", "/awf", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/proc", "/sys",
-}
-
-// hostDiskScript samples statvfs of every path of diskPaths that exists
-// for about three seconds and answers, for each, how far each free count
+// hostDiskScript samples statvfs of every path of PATHS that exists for
+// about three seconds and answers, for each, how far each free count
 // (blocks, blocks for users, inodes, inodes for users) moved. Halfway it
 // writes 1 MiB to its own /tmp: that mount must see it, or the receiver
 // is blind and the test proves nothing.
@@ -59,9 +50,10 @@ json.dump({"samples": n, "moved": {p: [h - l for h, l in zip(hi[p], lo[p])] for 
 
 // HostDiskUnseen is a channel test with both ends: the host is the sender,
 // writing and removing 8 MiB at a time on the filesystem of the test's
-// temporary directory (the state directory's, here the host's disk) for
-// as long as the job runs, and the script is the receiver, sampling the
-// free counts of every mount it can see (hostDiskScript). No count may
+// temporary directory (the state directory's, here the host's disk) from
+// before the job starts until it has ended, and the script is the receiver, sampling the
+// free counts of every path it can stat (hostDiskScript over
+// isolate.StatPaths of tpl's description). No count may
 // move but those in visible, the paths the backend declares to show a
 // host disk (docker: its root and the Engine's /etc files on the data
 // root), and each of those must move when it shares that filesystem with
@@ -69,29 +61,33 @@ json.dump({"samples": n, "moved": {p: [h - l for h, l in zip(hi[p], lo[p])] for 
 // must see its own write, which proves the receiver.
 func HostDiskUnseen(t *testing.T, rt isolate.Runtime, tpl isolate.Template, visible []string, sameDisk bool) {
 	t.Helper()
-	quoted, err := json.Marshal(diskPaths)
+	d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{})
+	require.NoError(t, err)
+	quoted, err := json.Marshal(isolate.StatPaths(d))
 	require.NoError(t, err)
 	script := "PATHS = " + string(quoted) + "\n" + hostDiskScript
 
+	// The writes start before the job and end after it, so that they
+	// cover the whole of the script's sampling on every backend (gvisor
+	// reports no start: Job.OnStart).
+	stop := make(chan struct{})
+	type written struct {
+		n   int
+		err error
+	}
+	w := make(chan written, 1)
+	go func() {
+		n, err := writeUntil(t.TempDir(), stop)
+		w <- written{n, err}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	started := make(chan struct{})
-	var once sync.Once
-	done := make(chan isolate.Outcome, 1)
-	go func() {
-		done <- rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{
-			InvocationID: "host-disk-" + RandomID(t)[:8], Script: []byte(script),
-			OnStart: func(int) { once.Do(func() { close(started) }) },
-		}})
-	}()
-	var o isolate.Outcome
-	select {
-	case <-started:
-		writes, werr := writeUntil(t.TempDir(), done, &o)
-		require.NoError(t, werr)
-		require.Positive(t, writes, "the host wrote nothing while the job ran")
-	case o = <-done:
-	}
+	o := rt.Run(ctx, isolate.Spec{Template: tpl, Job: isolate.Job{InvocationID: "host-disk-" + RandomID(t)[:8], Script: []byte(script)}})
+	close(stop)
+	wr := <-w
+	require.NoError(t, wr.err)
+	// The script samples for 3 s; a write and removal take 100 ms and more.
+	require.GreaterOrEqual(t, wr.n, 10, "the host wrote too little while the job ran")
 	require.Equal(t, isolate.KindOK, o.Kind, "%s\nstderr: %s", o.Detail, o.Stderr)
 
 	var got struct {
@@ -102,7 +98,7 @@ func HostDiskUnseen(t *testing.T, rt isolate.Runtime, tpl isolate.Template, visi
 	t.Logf("%d samples; moved (free blocks, for users, inodes, for users): %v", got.Samples, got.Moved)
 	require.Greater(t, got.Samples, 20, "the receiver sampled too rarely to see anything")
 	require.Contains(t, got.Moved, "/tmp")
-	require.GreaterOrEqual(t, got.Moved["/tmp"][0], int64(1<<20)/pageSize(),
+	require.GreaterOrEqual(t, got.Moved["/tmp"][0], int64((1<<20)/os.Getpagesize()),
 		"the script did not see its own 1 MiB write in /tmp: the receiver is blind")
 	for p, m := range got.Moved {
 		switch {
@@ -118,13 +114,13 @@ func HostDiskUnseen(t *testing.T, rt isolate.Runtime, tpl isolate.Template, visi
 }
 
 // writeUntil writes and removes 8 MiB files in dir, each written through
-// to the disk's counts (fsync), until the job's outcome arrives on done,
-// which it stores in o. It returns how many files it wrote.
-func writeUntil(dir string, done <-chan isolate.Outcome, o *isolate.Outcome) (int, error) {
+// to the disk's counts (fsync), until stop is closed. It returns how many
+// files it wrote.
+func writeUntil(dir string, stop <-chan struct{}) (int, error) {
 	buf := []byte(strings.Repeat("w", 8<<20))
 	for n := 0; ; n++ {
 		select {
-		case *o = <-done:
+		case <-stop:
 			return n, nil
 		default:
 		}
@@ -155,6 +151,3 @@ func writeSync(p string, b []byte) error {
 	}
 	return f.Close()
 }
-
-// pageSize is the block size a tmpfs counts in.
-func pageSize() int64 { return int64(os.Getpagesize()) }

@@ -87,7 +87,7 @@ func Suite[R isolate.Runtime](t *testing.T, name string, b Backend[R]) {
 		if b.HostDisk != nil {
 			visible, same = b.HostDisk(t, r)
 		}
-		HostDiskUnseen(t, r, b.Template(t, r, ""), visible, same)
+		HostDiskUnseen(t, r, b.Template(t, r, OneFileSeed(t)), visible, same)
 	})
 	t.Run("conformance", func(t *testing.T) {
 		r := b.New(t)

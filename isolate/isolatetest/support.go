@@ -471,9 +471,14 @@ open("/query/out", "w").write("true")
 // Conformance runs Behaviour for backend over the template tpl returns for
 // a one-file seed.
 func Conformance(t *testing.T, backend string, tpl func(seed string) isolate.Template, run func(isolate.Template, string) isolate.Outcome) {
+	Behaviour(t, backend, tpl(OneFileSeed(t)), run)
+}
+
+// OneFileSeed returns a seed directory of one read-only file, a.txt.
+func OneFileSeed(t testing.TB) string {
 	seed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "a.txt"), []byte("a\n"), 0o444))
-	Behaviour(t, backend, tpl(seed), run)
+	return seed
 }
 
 // SweepAtCleanup makes t's cleanup sweep rt within d and then run
@@ -495,6 +500,17 @@ func SweepAtCleanup(t testing.TB, rt isolate.Runtime, d time.Duration, leftovers
 func StartJob(ctx context.Context, t testing.TB, rt isolate.Runtime, tpl isolate.Template, job isolate.Job) (pid int, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
+	pid, wait := BeginJob(ctx, t, rt, tpl, job)
+	return pid, func() {
+		cancel()
+		wait()
+	}
+}
+
+// BeginJob is StartJob for a job left to end on its own: wait returns its
+// outcome once Run has returned.
+func BeginJob(ctx context.Context, t testing.TB, rt isolate.Runtime, tpl isolate.Template, job isolate.Job) (pid int, wait func() isolate.Outcome) {
+	t.Helper()
 	pids := make(chan int, 1)
 	done := make(chan isolate.Outcome, 1)
 	job.OnStart = func(pid int) { pids <- pid }
@@ -502,13 +518,9 @@ func StartJob(ctx context.Context, t testing.TB, rt isolate.Runtime, tpl isolate
 	select {
 	case pid = <-pids:
 	case o := <-done:
-		cancel()
-		t.Fatalf("the job ended before it started: %s %s", o.Kind, o.Detail)
+		t.Fatalf("the job ended before it started: %s %s\nstderr: %s", o.Kind, o.Detail, o.Stderr)
 	}
-	return pid, func() {
-		cancel()
-		<-done
-	}
+	return pid, func() isolate.Outcome { return <-done }
 }
 
 // FailsClosedWithout checks a runtime whose host component (the Engine's

@@ -55,7 +55,7 @@ func filesystemProbes() []Probe {
 		},
 		{
 			ID:     "fs/host-disk",
-			Title:  "Stats every mount of the sandbox, its root and the files the Engine binds into /etc, and compares each filesystem (size, inodes, block size) with the host's disks: the state directory's, the root filesystem's, verify's own, the temporary directories' and, for docker, the Engine's data root.",
+			Title:  "Stats every mount of the sandbox, its root, /usr and /etc, and the files the Engine binds into /etc (isolate.StatPaths), and compares each filesystem (size, inodes, block size) with the host's disks: the state directory's, the root filesystem's, verify's own, the temporary directories' and, for docker, the Engine's data root.",
 			OnFail: "A mount in the sandbox lies on a host disk: statvfs shows a script that disk's live free blocks and inodes, which every host write moves.",
 			schema: sObj("mask", sInt(0, 1<<len(disk)-1)),
 			check: func(c *probeCtx) (Status, string) {
@@ -64,7 +64,7 @@ func filesystemProbes() []Probe {
 				for i, p := range disk {
 					if c.num("mask")&(1<<i) != 0 {
 						shared = append(shared, p)
-						residual = residual && (p == "/" || strings.HasPrefix(p, "/etc/"))
+						residual = residual && (p == "/" || p == "/etc" || strings.HasPrefix(p, "/etc/"))
 					}
 				}
 				switch {
@@ -332,19 +332,14 @@ func procInodeProbe() Probe {
 	}
 }
 
-// diskPaths are what fs/host-disk stats inside the sandbox: the root and
-// /usr, every mount of the description (isolate.Describe, with a
-// repository), and the files the Engine binds into /etc. Describe cannot
-// fail on this template; TestHostDiskCheck finds each mount in the list.
+// diskPaths are what fs/host-disk stats inside the sandbox:
+// isolate.StatPaths of the description of a job with a repository. Describe
+// cannot fail on this template (were it to, the list would hold no mount,
+// and TestHostDiskCheck, which finds each mount in it, would fail).
 func diskPaths() []string {
-	paths := []string{"/", "/usr"}
 	tpl := isolate.Template{Repo: "seed", Limits: isolate.DefaultLimits(), Weaken: isolate.Weakening{NoSeccomp: true}}
-	if d, err := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{}); err == nil {
-		for _, m := range d.Mounts {
-			paths = append(paths, m.Destination)
-		}
-	}
-	return append(paths, "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")
+	d, _ := isolate.Describe(tpl, isolate.Job{}, isolate.HostConfig{})
+	return isolate.StatPaths(d)
 }
 
 // hostDisks returns the identity statvfs gives a script of each host

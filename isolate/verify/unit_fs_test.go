@@ -56,11 +56,13 @@ func TestHostDiskCheck(t *testing.T) {
 		want   Status
 		ev     string
 	}{
-		{"nothing shared", 0, traits{}, Pass, "none of 11"},
+		{"nothing shared", 0, traits{}, Pass, "none of 12"},
 		{"the script's directory", bit("/awf"), traits{}, Fail, "/awf on a host disk"},
 		{"the script's directory, on docker too", bit("/awf") | bit("/"), docker, Fail, "/, /awf"},
 		{"the root", bit("/"), traits{}, Fail, "/ on a host disk"},
 		{"docker's root and /etc files", bit("/") | bit("/etc/hosts") | bit("/etc/resolv.conf"), docker, Warn, "declared residual"},
+		{"docker's /etc directory", bit("/") | bit("/etc"), docker, Warn, "declared residual"},
+		{"/etc elsewhere", bit("/etc"), traits{}, Fail, "/etc on a host disk"},
 		{"the last path", bit("/etc/resolv.conf"), traits{}, Fail, "/etc/resolv.conf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
